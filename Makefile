@@ -1,0 +1,23 @@
+# `make train`: set up .venv and train CartPole with the default config.
+# `make test`:  set up (or reuse) .venv and run the whole test suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: train test lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,plot]'
+	touch $(STAMP)
+
+train: $(STAMP)
+	$(BIN)/muzero train --config configs/cartpole.yaml $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(ARGS)
+
+clean:
+	rm -rf $(VENV) *.egg-info

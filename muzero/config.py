@@ -1,0 +1,175 @@
+"""Typed configuration: the pseudocode's `MuZeroConfig`, grouped by section.
+
+The fields carry the pseudocode's names (`num_simulations`, `pb_c_base`, `td_steps`,
+...). YAML files map onto these frozen dataclasses through `muzero.config_io`, which
+validates every key. This module imports no TensorFlow, so bad input is reported
+before any heavy import happens.
+
+Each field may carry `metadata` with a closed range ("min"/"max", inclusive, or
+"gt" for a strict lower bound) or a set of "choices"; `config_io` enforces them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+def _range(**bounds) -> dict:
+    return dict(bounds)
+
+
+@dataclass(frozen=True)
+class KnownBounds:
+    """Known value bounds; seeds `MinMaxStats` (board games: KnownBounds(-1, 1))."""
+
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    """What the environment is and how returns are discounted."""
+
+    # Gymnasium environment id, e.g. "CartPole-v1".
+    id: str = "CartPole-v1"
+    # Number of discrete actions; must match the environment's action space.
+    action_space_size: int = field(default=2, metadata=_range(min=1))
+    # Game length cap (pseudocode `max_moves`).
+    max_moves: int = field(default=500, metadata=_range(min=1))
+    # Discount gamma used for targets and inside the search.
+    discount: float = field(default=0.997, metadata=_range(gt=0.0, max=1.0))
+
+
+@dataclass(frozen=True)
+class TemperatureSchedule:
+    """Visit-softmax temperature as data (pseudocode `visit_softmax_temperature_fn`).
+
+    `schedule` is a list of `[threshold, temperature]` pairs read in order: the first
+    pair whose threshold is null or greater than the counter gives the temperature.
+    `by` names the counter: "training_steps" (Atari) or "num_moves" (board games).
+    """
+
+    by: str = field(default="training_steps", metadata=_range(choices=("training_steps", "num_moves")))
+    schedule: tuple[tuple[Optional[int], float], ...] = (
+        (500_000, 1.0),
+        (750_000, 0.5),
+        (None, 0.25),
+    )
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Self-play search constants (pseudocode values as defaults)."""
+
+    num_simulations: int = field(default=50, metadata=_range(min=1))
+    root_dirichlet_alpha: float = field(default=0.25, metadata=_range(gt=0.0))
+    root_exploration_fraction: float = field(default=0.25, metadata=_range(min=0.0, max=1.0))
+    pb_c_base: float = field(default=19652.0, metadata=_range(gt=0.0))
+    pb_c_init: float = field(default=1.25, metadata=_range(min=0.0))
+    known_bounds: Optional[KnownBounds] = None
+    # "pseudocode": child.reward + discount * normalize(child.value()) (revision 2).
+    # "normalized_q": normalize(child.reward + discount * child.value()), as
+    # muzero-general and mctx do; MinMaxStats then tracks those Q values.
+    ucb_value: str = field(default="pseudocode", metadata=_range(choices=("pseudocode", "normalized_q")))
+    visit_softmax_temperature: TemperatureSchedule = TemperatureSchedule()
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """MLP network family for vector observations."""
+
+    # Size of the hidden state s (scaled to [0, 1] per sample).
+    hidden_state_size: int = field(default=32, metadata=_range(min=1))
+    # Widths of the hidden layers in each of the three functions.
+    hidden_layers: tuple[int, ...] = (64,)
+    activation: str = field(default="elu", metadata=_range(choices=("relu", "elu", "tanh")))
+    # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
+    # integers -n..n after the h(x) transform, trained with cross-entropy.
+    support_size: int = field(default=10, metadata=_range(min=0))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Learner constants (pseudocode `update_weights` / `train_network`)."""
+
+    training_steps: int = field(default=1_000_000, metadata=_range(min=1))
+    # Network published to shared storage (and checkpointed) every this many steps.
+    checkpoint_interval: int = field(default=1000, metadata=_range(min=1))
+    batch_size: int = field(default=1024, metadata=_range(min=1))
+    num_unroll_steps: int = field(default=5, metadata=_range(min=1))
+    td_steps: int = field(default=10, metadata=_range(min=1))
+    weight_decay: float = field(default=1e-4, metadata=_range(min=0.0))
+    momentum: float = field(default=0.9, metadata=_range(min=0.0, max=1.0))
+    lr_init: float = field(default=0.05, metadata=_range(gt=0.0))
+    lr_decay_rate: float = field(default=0.1, metadata=_range(gt=0.0, max=1.0))
+    lr_decay_steps: float = field(default=350e3, metadata=_range(gt=0.0))
+    # Not in the pseudocode (its actors and learner run concurrently): in one
+    # process, training steps taken per self-play move, kept as a running ratio.
+    steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Replay buffer (pseudocode `ReplayBuffer`)."""
+
+    # Newest games kept (the pseudocode's window counts games, not positions).
+    window_size: int = field(default=1_000_000, metadata=_range(min=1))
+    # Training starts once this many games are in the buffer.
+    min_games: int = field(default=1, metadata=_range(min=1))
+    # "position": game drawn with probability proportional to its length, so every
+    # stored position is equally likely. "game": uniform over games (pseudocode).
+    sample_by: str = field(default="position", metadata=_range(choices=("position", "game")))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Bookkeeping that is not part of the algorithm."""
+
+    seed: int = field(default=0, metadata=_range(min=0))
+    # Seconds between progress lines on the terminal.
+    log_every_seconds: float = field(default=10.0, metadata=_range(gt=0.0))
+    # Greedy evaluation every this many training steps (0: never), over this many episodes.
+    eval_interval: int = field(default=0, metadata=_range(min=0))
+    eval_episodes: int = field(default=10, metadata=_range(min=1))
+    # Checkpoints kept on disk by tf.train.CheckpointManager.
+    max_checkpoints: int = field(default=3, metadata=_range(min=1))
+
+
+@dataclass(frozen=True)
+class MuZeroConfig:
+    """The whole configuration; the pseudocode's `MuZeroConfig`, grouped by section."""
+
+    game: GameConfig = GameConfig()
+    search: SearchConfig = SearchConfig()
+    network: NetworkConfig = NetworkConfig()
+    train: TrainConfig = TrainConfig()
+    replay: ReplayConfig = ReplayConfig()
+    run: RunConfig = RunConfig()
+
+    # Flat aliases so code reads like the pseudocode (`config.discount`, ...).
+    @property
+    def action_space_size(self) -> int:
+        return self.game.action_space_size
+
+    @property
+    def max_moves(self) -> int:
+        return self.game.max_moves
+
+    @property
+    def discount(self) -> float:
+        return self.game.discount
+
+    def visit_softmax_temperature_fn(self, num_moves: int, training_steps: int) -> float:
+        """Temperature for `select_action` from the schedule held as data."""
+        schedule = self.search.visit_softmax_temperature
+        counter = training_steps if schedule.by == "training_steps" else num_moves
+        for threshold, temperature in schedule.schedule:
+            if threshold is None or counter < threshold:
+                return temperature
+        return schedule.schedule[-1][1]
+
+    def replace(self, **sections) -> "MuZeroConfig":
+        """A copy with whole sections or fields replaced (tests use this)."""
+        return dataclasses.replace(self, **sections)

@@ -1,0 +1,115 @@
+"""`Game`: one episode's record (observations, actions, rewards, search statistics).
+
+A game holds an environment while it is played; `play_game` detaches it when the
+game ends, so what goes to the replay buffer is plain, picklable data.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from muzero.environment import Environment
+from muzero.search import ActionHistory, Node
+
+# (value target, reward target, policy target); the policy target is empty past
+# the end of the game (an absorbing state: no policy loss there).
+Target = tuple[float, float, list[float]]
+
+
+class Game:
+    """A single episode of interaction with the environment.
+
+    Attributes:
+      history: actions a_0..a_{T-1}.
+      rewards: rewards u_1..u_T; rewards[i] follows history[i].
+      observations: o_0..o_T; observations[i] is seen before history[i].
+      child_visits: per move, the root's normalised visit counts over all actions.
+      root_values: per move, the root's search value.
+    """
+
+    def __init__(self, action_space_size: int, discount: float, environment: Optional[Environment] = None):
+        self.environment = environment
+        self.action_space_size = action_space_size
+        self.discount = discount
+        self.history: list[int] = []
+        self.rewards: list[float] = []
+        self.child_visits: list[list[float]] = []
+        self.root_values: list[float] = []
+        self.observations: list[np.ndarray] = []
+        self.done = False
+        if environment is not None:
+            self.observations.append(environment.reset())
+
+    def terminal(self) -> bool:
+        return self.done
+
+    def legal_actions(self) -> list[int]:
+        if self.environment is not None:
+            return self.environment.legal_actions()
+        return list(range(self.action_space_size))
+
+    def apply(self, action: int) -> None:
+        observation, reward, done = self.environment.step(action)
+        self.observations.append(observation)
+        self.rewards.append(reward)
+        self.history.append(action)
+        self.done = done
+
+    def store_search_statistics(self, root: Node) -> None:
+        sum_visits = sum(child.visit_count for child in root.children.values())
+        action_space = range(self.action_space_size)
+        self.child_visits.append([
+            root.children[a].visit_count / sum_visits if a in root.children else 0.0 for a in action_space
+        ])
+        self.root_values.append(root.value())
+
+    def make_image(self, state_index: int) -> np.ndarray:
+        """The observation the representation function sees at `state_index` (-1: latest)."""
+        return self.observations[state_index]
+
+    # The value target is the discounted root value of the search tree td_steps
+    # into the future, plus the discounted sum of all rewards until then
+    # (revision 2: reward target aligned with the transition into the state).
+    def make_target(self, state_index: int, num_unroll_steps: int, td_steps: int, to_play: int = 0) -> list[Target]:
+        """Targets for positions state_index .. state_index + num_unroll_steps.
+
+        Single-agent games only: `to_play` is accepted for the pseudocode's signature;
+        a two-player game would have to negate rewards and bootstrap values of the
+        opponent's moves, which this project does not do yet.
+        """
+        targets = []
+        for current_index in range(state_index, state_index + num_unroll_steps + 1):
+            bootstrap_index = current_index + td_steps
+            if bootstrap_index < len(self.root_values):
+                value = self.root_values[bootstrap_index] * self.discount**td_steps
+            else:
+                value = 0.0
+
+            for i, reward in enumerate(self.rewards[current_index:bootstrap_index]):
+                value += reward * self.discount**i
+
+            if 0 < current_index <= len(self.rewards):
+                last_reward = self.rewards[current_index - 1]
+            else:
+                last_reward = 0.0
+
+            if current_index < len(self.root_values):
+                targets.append((value, last_reward, self.child_visits[current_index]))
+            else:
+                # States past the end of games are treated as absorbing states.
+                targets.append((0.0, last_reward, []))
+        return targets
+
+    def to_play(self) -> int:
+        return 0
+
+    def action_history(self) -> ActionHistory:
+        return ActionHistory(self.history, self.action_space_size)
+
+    def episode_return(self) -> float:
+        return float(sum(self.rewards))
+
+    def __len__(self) -> int:
+        return len(self.history)

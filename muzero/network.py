@@ -1,0 +1,188 @@
+"""The pseudocode's `Network` interface, and the TensorFlow-free networks that search uses.
+
+Everything that searches (`run_mcts`, `play_game`) sees a network only through
+`initial_inference(observation)` and `recurrent_inference(hidden_state, action)`,
+both on batches, as in the pseudocode. Three implementations exist:
+
+* `UniformNetwork` (here): uniform policy, value 0, reward 0; what
+  `SharedStorage.latest_network()` returns before any network was saved.
+* `NumpyMLPNetwork` (here): the learner's MLP weights evaluated with numpy. A
+  TensorFlow call costs ~300 us whatever its size, a numpy forward pass of a
+  CartPole-size MLP ~20 us, and the reference search calls the network once per
+  simulation, so self-play uses this mirror (tested equal to the Keras network).
+* `MLPNetwork` (`muzero.models`): the Keras networks the learner trains.
+
+Hidden states are min-max scaled to [0, 1] per sample (paper appendix), in both.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple, Optional
+
+import numpy as np
+
+from muzero.support import support_to_scalar
+
+# A hidden state whose elements span less than this is divided by it instead.
+MIN_MAX_EPSILON = 1e-5
+
+
+class NetworkOutput(NamedTuple):
+    """What inference returns, batched.
+
+    Attributes:
+      value: [B] scalar value estimates.
+      reward: [B] scalar rewards predicted for the transition into this state (0 at
+        the root, which has no incoming transition).
+      policy_logits: [B, num_actions].
+      hidden_state: [B, hidden_state_size], each row scaled to [0, 1].
+      value_logits: [B, 2n + 1] (categorical support) or [B] (scalar); training only.
+      reward_logits: like value_logits.
+    """
+
+    value: object
+    reward: object
+    policy_logits: object
+    hidden_state: object
+    value_logits: Optional[object] = None
+    reward_logits: Optional[object] = None
+
+    def item(self, index: int) -> "NetworkOutput":
+        """Row `index` of a batched numpy output, for the one-tree reference search."""
+        return NetworkOutput(
+            value=float(self.value[index]),
+            reward=float(self.reward[index]),
+            policy_logits=np.asarray(self.policy_logits[index]),
+            hidden_state=np.asarray(self.hidden_state[index]),
+        )
+
+
+class Network:
+    """Interface of the pseudocode's `Network`."""
+
+    def initial_inference(self, observation) -> NetworkOutput:
+        """representation + prediction: observation [B, ...] -> NetworkOutput."""
+        raise NotImplementedError
+
+    def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
+        """dynamics + prediction: hidden_state [B, H], action [B] int -> NetworkOutput."""
+        raise NotImplementedError
+
+    def training_steps(self) -> int:
+        """How many training steps produced these weights."""
+        raise NotImplementedError
+
+
+class UniformNetwork(Network):
+    """Uniform policy, value 0, reward 0 (pseudocode `make_uniform_network`)."""
+
+    def __init__(self, action_space_size: int, hidden_state_size: int = 1):
+        self.action_space_size = action_space_size
+        self.hidden_state_size = hidden_state_size
+
+    def _output(self, batch: int) -> NetworkOutput:
+        return NetworkOutput(
+            value=np.zeros(batch, np.float32),
+            reward=np.zeros(batch, np.float32),
+            policy_logits=np.zeros((batch, self.action_space_size), np.float32),
+            hidden_state=np.zeros((batch, self.hidden_state_size), np.float32),
+        )
+
+    def initial_inference(self, observation) -> NetworkOutput:
+        return self._output(len(observation))
+
+    def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
+        return self._output(len(action))
+
+    def training_steps(self) -> int:
+        return 0
+
+
+def make_uniform_network(action_space_size: int, hidden_state_size: int = 1) -> UniformNetwork:
+    """The network actors use before the learner saved one."""
+    return UniformNetwork(action_space_size, hidden_state_size)
+
+
+def scale_hidden_state_np(state: np.ndarray) -> np.ndarray:
+    """Min-max scaling of each row to [0, 1]; [B, H] -> [B, H]."""
+    low = state.min(axis=-1, keepdims=True)
+    high = state.max(axis=-1, keepdims=True)
+    return (state - low) / np.maximum(high - low, MIN_MAX_EPSILON)
+
+
+_ACTIVATIONS = {
+    "relu": lambda x: np.maximum(x, 0.0),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
+    "tanh": np.tanh,
+}
+
+# Weights as plain data: {function: {layer_name: (kernel [in, out], bias [out])}}.
+Weights = Mapping[str, Mapping[str, tuple]]
+
+
+class NumpyMLPNetwork(Network):
+    """Numpy evaluation of `muzero.models.MLPNetwork`'s weights, for self-play.
+
+    Args:
+      weights: as returned by `MLPNetwork.get_weights()`.
+      action_space_size: A.
+      support_size: n (0: scalar value and reward heads).
+      activation: "relu", "elu" or "tanh", as in the Keras model.
+      steps: training steps behind these weights.
+    """
+
+    def __init__(self, weights: Weights, action_space_size: int, support_size: int,
+                 activation: str, steps: int = 0):
+        self._weights = {name: {layer: (np.asarray(k, np.float32), np.asarray(b, np.float32))
+                                for layer, (k, b) in layers.items()}
+                         for name, layers in weights.items()}
+        self._hidden = {name: sorted((layer for layer in layers if layer.startswith("hidden_")),
+                                     key=lambda layer: int(layer.split("_")[1]))
+                        for name, layers in self._weights.items()}
+        self.action_space_size = action_space_size
+        self.support_size = support_size
+        self._activation = _ACTIVATIONS[activation]
+        self._steps = steps
+
+    def _trunk(self, name: str, x: np.ndarray) -> np.ndarray:
+        for layer in self._hidden[name]:
+            kernel, bias = self._weights[name][layer]
+            x = self._activation(x @ kernel + bias)
+        return x
+
+    def _head(self, name: str, head: str, x: np.ndarray) -> np.ndarray:
+        kernel, bias = self._weights[name][head]
+        return x @ kernel + bias
+
+    def _scalar(self, head_output: np.ndarray) -> np.ndarray:
+        if self.support_size == 0:
+            return head_output[:, 0]
+        logits = head_output - head_output.max(axis=-1, keepdims=True)
+        probabilities = np.exp(logits)
+        probabilities /= probabilities.sum(axis=-1, keepdims=True)
+        return support_to_scalar(probabilities, self.support_size).astype(np.float32)
+
+    def _predict(self, hidden_state: np.ndarray, reward: np.ndarray) -> NetworkOutput:
+        x = self._trunk("prediction", hidden_state)
+        return NetworkOutput(
+            value=self._scalar(self._head("prediction", "value", x)),
+            reward=reward,
+            policy_logits=self._head("prediction", "policy", x),
+            hidden_state=hidden_state,
+        )
+
+    def initial_inference(self, observation) -> NetworkOutput:
+        x = np.asarray(observation, np.float32).reshape(len(observation), -1)
+        state = scale_hidden_state_np(self._head("representation", "state", self._trunk("representation", x)))
+        return self._predict(state, np.zeros(len(state), np.float32))
+
+    def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
+        action = np.asarray(action, np.int64)
+        one_hot = np.eye(self.action_space_size, dtype=np.float32)[action]
+        x = self._trunk("dynamics", np.concatenate([np.asarray(hidden_state, np.float32), one_hot], axis=-1))
+        state = scale_hidden_state_np(self._head("dynamics", "state", x))
+        reward = self._scalar(self._head("dynamics", "reward", x))
+        return self._predict(state, reward)
+
+    def training_steps(self) -> int:
+        return self._steps

@@ -1,0 +1,213 @@
+"""The reference Monte-Carlo tree search, in plain Python, as in the pseudocode (revision 2).
+
+One tree, one network call per simulation. It is the readable definition that any
+faster search must reproduce exactly (same visit counts, same tie-breaking). The
+network comes in only through `initial_inference` / `recurrent_inference`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from muzero.config import KnownBounds, MuZeroConfig
+from muzero.network import Network, NetworkOutput
+
+
+class MinMaxStats:
+    """Holds the min-max values of the tree, to normalise values into [0, 1].
+
+    Why: values in Atari have arbitrary scale, while the prior term of the UCB
+    formula is O(1); normalising by the range seen in this search puts them on par.
+    """
+
+    def __init__(self, known_bounds: Optional[KnownBounds]):
+        self.maximum = known_bounds.max if known_bounds else -math.inf
+        self.minimum = known_bounds.min if known_bounds else math.inf
+
+    def update(self, value: float) -> None:
+        self.maximum = max(self.maximum, value)
+        self.minimum = min(self.minimum, value)
+
+    def normalize(self, value: float) -> float:
+        if self.maximum > self.minimum:
+            # We normalize only when we have set the maximum and minimum values.
+            return (value - self.minimum) / (self.maximum - self.minimum)
+        return value
+
+
+class Node:
+    """A search-tree node; `reward` is the reward predicted for the transition into it."""
+
+    def __init__(self, prior: float):
+        self.visit_count = 0
+        self.to_play = -1
+        self.prior = prior
+        self.value_sum = 0.0
+        self.children: dict[int, Node] = {}
+        self.hidden_state = None
+        self.reward = 0.0
+
+    def expanded(self) -> bool:
+        return len(self.children) > 0
+
+    def value(self) -> float:
+        if self.visit_count == 0:
+            return 0.0
+        return self.value_sum / self.visit_count
+
+
+class ActionHistory:
+    """Simple history container used inside the search: actions taken so far."""
+
+    def __init__(self, history: Sequence[int], action_space_size: int, to_play: int = 0, num_players: int = 1):
+        self.history = list(history)
+        self.action_space_size = action_space_size
+        self._root_to_play = to_play
+        self._num_players = num_players
+
+    def clone(self) -> "ActionHistory":
+        return ActionHistory(self.history, self.action_space_size, self._root_to_play, self._num_players)
+
+    def add_action(self, action: int) -> None:
+        self.history.append(action)
+
+    def last_action(self) -> int:
+        return self.history[-1]
+
+    def action_space(self) -> list[int]:
+        return list(range(self.action_space_size))
+
+    def to_play(self) -> int:
+        """Player to move after the actions added since the root (players alternate)."""
+        return self._root_to_play if self._num_players == 1 else len(self.history) % self._num_players
+
+
+# Core Monte Carlo Tree Search algorithm.
+# To decide on an action, we run N simulations, always starting at the root of
+# the search tree and traversing the tree according to the UCB formula until we
+# reach a leaf node.
+def run_mcts(config: MuZeroConfig, root: Node, action_history: ActionHistory, network: Network,
+             min_max_stats: Optional[MinMaxStats] = None) -> MinMaxStats:
+    """Runs `config.search.num_simulations` simulations from an expanded `root`.
+
+    Returns:
+      The search's MinMaxStats (a new one per search unless one is passed).
+    """
+    if min_max_stats is None:
+        min_max_stats = MinMaxStats(config.search.known_bounds)
+
+    for _ in range(config.search.num_simulations):
+        history = action_history.clone()
+        node = root
+        search_path = [node]
+
+        while node.expanded():
+            action, node = select_child(config, node, min_max_stats)
+            history.add_action(action)
+            search_path.append(node)
+
+        # Inside the search tree we use the dynamics function to obtain the next
+        # hidden state given an action and the previous hidden state.
+        parent = search_path[-2]
+        network_output = network.recurrent_inference(
+            parent.hidden_state[None], np.array([history.last_action()])).item(0)
+        expand_node(node, history.to_play(), history.action_space(), network_output)
+
+        backpropagate(search_path, network_output.value, history.to_play(), config.discount, min_max_stats,
+                      config.search.ucb_value)
+    return min_max_stats
+
+
+# Select the child with the highest UCB score. Exact ties go to the larger action,
+# as Python's max over (score, action, child) tuples does in the pseudocode.
+def select_child(config: MuZeroConfig, node: Node, min_max_stats: MinMaxStats) -> tuple[int, Node]:
+    _, action, child = max(
+        ((ucb_score(config, node, child, min_max_stats), action, child) for action, child in node.children.items()),
+        key=lambda item: (item[0], item[1]))
+    return action, child
+
+
+# The score for a node is based on its value, plus an exploration bonus based on
+# the prior: pUCT (paper, Eq. 2).
+def ucb_score(config: MuZeroConfig, parent: Node, child: Node, min_max_stats: MinMaxStats) -> float:
+    search = config.search
+    pb_c = math.log((parent.visit_count + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init
+    pb_c *= math.sqrt(parent.visit_count) / (child.visit_count + 1)
+
+    prior_score = pb_c * child.prior
+    if child.visit_count > 0:
+        if search.ucb_value == "normalized_q":
+            value_score = min_max_stats.normalize(child.reward + config.discount * child.value())
+        else:
+            value_score = child.reward + config.discount * min_max_stats.normalize(child.value())
+    else:
+        value_score = 0.0
+    return prior_score + value_score
+
+
+# We expand a node using the value, reward and policy prediction obtained from
+# the neural network.
+def expand_node(node: Node, to_play: int, actions: Sequence[int], network_output: NetworkOutput) -> None:
+    node.to_play = to_play
+    node.hidden_state = network_output.hidden_state
+    node.reward = network_output.reward
+    logits = np.asarray(network_output.policy_logits, np.float64)
+    # Softmax over the given actions only; subtracting the max changes nothing but overflow.
+    top = max(logits[a] for a in actions)
+    policy = {a: math.exp(logits[a] - top) for a in actions}
+    policy_sum = sum(policy.values())
+    for action, p in policy.items():
+        node.children[action] = Node(p / policy_sum)
+
+
+# At the end of a simulation, we propagate the evaluation all the way up the
+# tree to the root, from the leaf (revision 2; revision 1 went root to leaf).
+def backpropagate(search_path: list[Node], value: float, to_play: int, discount: float,
+                  min_max_stats: MinMaxStats, ucb_value: str = "pseudocode") -> None:
+    for node in reversed(search_path):
+        node.value_sum += value if node.to_play == to_play else -value
+        node.visit_count += 1
+        if ucb_value == "normalized_q":
+            min_max_stats.update(node.reward + discount * node.value())
+        else:
+            min_max_stats.update(node.value())
+
+        value = node.reward + discount * value
+
+
+# At the start of each search, we add dirichlet noise to the prior of the root
+# to encourage the search to explore new actions.
+def add_exploration_noise(config: MuZeroConfig, node: Node, rng: np.random.Generator) -> None:
+    actions = list(node.children.keys())
+    noise = rng.dirichlet([config.search.root_dirichlet_alpha] * len(actions))
+    frac = config.search.root_exploration_fraction
+    for a, n in zip(actions, noise):
+        node.children[a].prior = node.children[a].prior * (1 - frac) + n * frac
+
+
+# Pick the move to play from the root's visit counts: sample with probability
+# proportional to N^(1/T); T = 0 is the argmax (ties to the larger action).
+def select_action(config: MuZeroConfig, num_moves: int, node: Node, training_steps: int,
+                  rng: np.random.Generator, temperature: Optional[float] = None) -> int:
+    if temperature is None:
+        temperature = config.visit_softmax_temperature_fn(num_moves, training_steps)
+    visit_counts = [(child.visit_count, action) for action, child in node.children.items()]
+    return softmax_sample(visit_counts, temperature, rng)
+
+
+def softmax_sample(visit_counts: list[tuple[int, int]], temperature: float, rng: np.random.Generator) -> int:
+    """Samples an action from (visit_count, action) pairs with p ∝ N^(1/T)."""
+    if temperature == 0:
+        return max(visit_counts)[1]
+    counts = np.array([count for count, _ in visit_counts], np.float64)
+    actions = [action for _, action in visit_counts]
+    # N^(1/T) computed in log space so small T does not overflow.
+    logits = np.where(counts > 0, np.log(np.maximum(counts, 1e-300)) / temperature, -np.inf)
+    if not np.isfinite(logits).any():
+        return actions[int(rng.integers(len(actions)))]
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    return actions[int(rng.choice(len(actions), p=probabilities))]

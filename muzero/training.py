@@ -1,0 +1,201 @@
+"""The learner: `scale_gradient`, `scalar_loss`, `update_weights`, `train_network`.
+
+Documented choices (SPEC.md asks for them to be explicit):
+* Batch mean, not sum: each sample's loss is the pseudocode's, then averaged over the
+  batch, so the learning rate does not depend on the batch size.
+* The initial step's reward loss is masked (the root has no incoming transition).
+* Absorbing states past the end of a game keep their value and reward losses
+  (targets 0, as in the pseudocode) and get no policy loss.
+* Weight decay is `weight_decay * sum(tf.nn.l2_loss(w))` over all trainable weights,
+  biases included, as `network.get_weights()` in the pseudocode.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+from muzero.config import MuZeroConfig
+from muzero.models import MLPNetwork
+from muzero.replay import Batch, ReplayBuffer
+from muzero.support import scalar_to_support
+
+
+# Why: MuZero wants part of the loss to reach some weights with a smaller weight
+# than the rest, without changing what the forward pass computes. The forward
+# value is `tensor` unchanged; in the backward pass the incoming gradient is
+# multiplied by `scale` (the stop_gradient half carries none). It is not a norm
+# clip: the gradient keeps its direction and relative size, whatever its norm.
+def scale_gradient(tensor: tf.Tensor, scale: float) -> tf.Tensor:
+    """Scales the gradient for the backward pass; identity forward."""
+    return tensor * scale + tf.stop_gradient(tensor) * (1 - scale)
+
+
+def scalar_loss(prediction: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
+    """Per-sample loss of a value or reward prediction.
+
+    Args:
+      prediction: [B, 2n + 1] logits over the support, or [B] scalars.
+      target: [B, 2n + 1] two-hot distribution, or [B] scalars.
+
+    Returns:
+      [B]: cross-entropy for the categorical case, squared error for scalars (MSE).
+    """
+    if prediction.shape.rank == 2:
+        return -tf.reduce_sum(target * tf.nn.log_softmax(prediction, axis=-1), axis=-1)
+    return tf.square(prediction - target)
+
+
+def learning_rate(config: MuZeroConfig, training_step: int) -> float:
+    """lr_init * lr_decay_rate ^ (training_step / lr_decay_steps), continuous."""
+    train = config.train
+    return train.lr_init * train.lr_decay_rate ** (training_step / train.lr_decay_steps)
+
+
+def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
+    """SGD with momentum and the pseudocode's exponential decay (non-staircase)."""
+    schedule = keras.optimizers.schedules.ExponentialDecay(
+        config.train.lr_init, decay_steps=config.train.lr_decay_steps,
+        decay_rate=config.train.lr_decay_rate, staircase=False)
+    return keras.optimizers.SGD(learning_rate=schedule, momentum=config.train.momentum)
+
+
+# Why: MuZero trains its model only through what it predicts along real
+# trajectories: unroll K steps from a real observation, feeding the real actions
+# to the dynamics function, and compare each step's value, reward and policy
+# with the targets from make_target. The 1/K on each recurrent step keeps the
+# K unrolled steps together about as heavy as the initial step; the 0.5 on the
+# hidden state halves the gradient flowing back through each dynamics step, so
+# that the gradient reaching the start does not grow with K.
+def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float,
+                hidden_state_scale: float = 0.5) -> tuple[tf.Tensor, dict]:
+    """The loss of `update_weights`, with per-part values for logging.
+
+    Returns:
+      (total loss, metrics): total = batch mean of the summed step losses + weight decay.
+    """
+    observation, actions, target_value, target_reward, target_policy, policy_mask = batch
+    num_unroll_steps = actions.shape[1]
+
+    # Initial step, from the real observation.
+    output = network.initial_inference(observation)
+    predictions = [(1.0, output)]
+    hidden_state = output.hidden_state
+
+    # Recurrent steps, from action and previous hidden state.
+    for k in range(num_unroll_steps):
+        output = network.recurrent_inference(hidden_state, actions[:, k])
+        predictions.append((1.0 / num_unroll_steps, output))
+        hidden_state = scale_gradient(output.hidden_state, hidden_state_scale)
+
+    loss = 0.0
+    parts = {"value": 0.0, "reward": 0.0, "policy": 0.0}
+    step_losses = []
+    for k, (gradient_scale, output) in enumerate(predictions):
+        value_loss = scalar_loss(output.value_logits, target_value[:, k])
+        # The initial step predicts no reward: no reward loss there.
+        reward_loss = scalar_loss(output.reward_logits, target_reward[:, k]) if k > 0 else tf.zeros_like(value_loss)
+        # No policy target on absorbing states past the end of the game.
+        policy_loss = tf.nn.softmax_cross_entropy_with_logits(
+            logits=output.policy_logits, labels=target_policy[:, k]) * policy_mask[:, k]
+        l = value_loss + reward_loss + policy_loss
+        loss += scale_gradient(l, gradient_scale)
+        step_losses.append(tf.reduce_mean(l))
+        parts["value"] += tf.reduce_mean(value_loss)
+        parts["reward"] += tf.reduce_mean(reward_loss)
+        parts["policy"] += tf.reduce_mean(policy_loss)
+
+    loss = tf.reduce_mean(loss)
+    l2 = weight_decay * tf.add_n([tf.nn.l2_loss(w) for w in network.trainable_variables])
+    total = loss + l2
+    metrics = {"total": total, "l2": l2, **parts}
+    metrics.update({f"step_{k}": value for k, value in enumerate(step_losses)})
+    return total, metrics
+
+
+def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, batch: Batch,
+                   weight_decay: float) -> dict:
+    """One SGD step on `muzero_loss`; returns the loss parts."""
+    with tf.GradientTape() as tape:
+        total, metrics = muzero_loss(network, batch, weight_decay)
+    gradients = tape.gradient(total, network.trainable_variables)
+    optimizer.apply_gradients(zip(gradients, network.trainable_variables))
+    return metrics
+
+
+class Learner:
+    """Holds the network and optimizer; runs a compiled `update_weights` that never retraces.
+
+    Args:
+      config: the run's configuration.
+      network: the Keras network to train.
+      observation_size: flattened observation length.
+    """
+
+    def __init__(self, config: MuZeroConfig, network: MLPNetwork, observation_size: int):
+        self.config = config
+        self.network = network
+        self.optimizer = make_optimizer(config)
+        self.optimizer.build(network.trainable_variables)
+        k = config.train.num_unroll_steps
+        bins = 2 * config.network.support_size + 1
+        scalar_shape = [None, k + 1, bins] if config.network.support_size else [None, k + 1]
+        signature = Batch(
+            observation=tf.TensorSpec([None, observation_size], tf.float32),
+            actions=tf.TensorSpec([None, k], tf.int32),
+            target_value=tf.TensorSpec(scalar_shape, tf.float32),
+            target_reward=tf.TensorSpec(scalar_shape, tf.float32),
+            target_policy=tf.TensorSpec([None, k + 1, config.action_space_size], tf.float32),
+            policy_mask=tf.TensorSpec([None, k + 1], tf.float32),
+        )
+        weight_decay = config.train.weight_decay
+
+        def step(batch: Batch) -> dict:
+            return update_weights(self.optimizer, self.network, batch, weight_decay)
+
+        self._step = tf.function(step, input_signature=[signature], reduce_retracing=True)
+
+    @property
+    def training_step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def prepare(self, batch: Batch) -> Batch:
+        """Turns scalar value/reward targets into two-hot supports when the network is categorical."""
+        n = self.config.network.support_size
+        batch = Batch(*(np.reshape(x, (len(x), -1)) if name == "observation" else x
+                        for name, x in zip(Batch._fields, batch)))
+        if n == 0:
+            return batch
+        return batch._replace(target_value=scalar_to_support(batch.target_value, n),
+                              target_reward=scalar_to_support(batch.target_reward, n))
+
+    def train_step(self, batch: Batch) -> dict[str, float]:
+        """One update on a sampled batch; returns the loss parts as floats."""
+        metrics = self._step(self.prepare(batch))
+        self.network.steps = self.training_step
+        return {name: float(value) for name, value in metrics.items()}
+
+    def tracing_count(self) -> int:
+        return self._step.experimental_get_tracing_count()
+
+
+def train_network(config: MuZeroConfig, learner: Learner, replay_buffer: ReplayBuffer,
+                  storage: Optional["SharedStorage"] = None, num_steps: Optional[int] = None) -> dict:
+    """Pseudocode `train_network`: sample, update, publish every checkpoint_interval.
+
+    Returns the last step's metrics.
+    """
+    train = config.train
+    metrics: dict = {}
+    steps = train.training_steps if num_steps is None else num_steps
+    for _ in range(steps):
+        if storage is not None and learner.training_step % train.checkpoint_interval == 0:
+            storage.save_network(learner.training_step, learner.network)
+        batch = replay_buffer.sample_batch(train.num_unroll_steps, train.td_steps)
+        metrics = learner.train_step(batch)
+    if storage is not None:
+        storage.save_network(learner.training_step, learner.network)
+    return metrics

@@ -1,0 +1,106 @@
+"""End-to-end tests of the `muzero` command (subprocesses, as a user runs it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "configs" / "tiny.yaml")
+
+
+def muzero(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+
+def _event_tags(run_dir: Path) -> set[str]:
+    import tensorflow as tf
+
+    tags = set()
+    for event_file in run_dir.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+@pytest.mark.slow
+def test_train_tiny_then_evaluate(tmp_path):
+    run_dir = tmp_path / "run"
+    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=30")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "step " in result.stderr and "moves/s" in result.stderr  # progress line
+    tags = _event_tags(run_dir)
+    expected = {"loss/total", "loss/value", "loss/reward", "loss/policy", "loss/l2", "loss/step_0", "loss/step_3",
+                "train/lr", "train/steps_per_sec", "selfplay/episode_return", "selfplay/episode_length",
+                "selfplay/moves_per_sec", "replay/games", "mcts/root_value", "config"}
+    assert expected <= tags, expected - tags
+    # The final checkpoint is at step 30; interval 10 with 3 kept: 10, 20, 30.
+    assert (run_dir / "checkpoints" / "ckpt-30.index").is_file()
+    assert "training_steps: 30" in (run_dir / "config.yaml").read_text()
+
+    result = muzero("evaluate", "--run", str(run_dir), "--episodes", "3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "over 3 greedy episodes (checkpoint at training step 30)" in result.stdout
+
+
+def _assert_usage_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("train:\n  batch_sise: 8\n", ["train.batch_sise: unknown key (did you mean 'batch_size'?)"]),
+    ("train:\n  batch_size: eight\n", ["train.batch_size: expected an integer"]),
+    ("game:\n  discount: 2\n", ["game.discount: expected a value <= 1.0, got 2"]),
+    ("game: [\n", ["malformed YAML"]),
+])
+def test_bad_yaml_exits_2_and_writes_nothing(tmp_path, text, fragments):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    result = muzero("train", "--config", str(config), "--logdir", str(tmp_path / "run"))
+    _assert_usage_error(result, str(config), *fragments)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("train.batch_sise=8", "unknown key (did you mean 'batch_size'?)"),
+    ("train.batch_size=eight", "expected an integer"),
+    ("search.num_simulations=0", "expected a value >= 1, got 0"),
+])
+def test_bad_set_exits_2(tmp_path, override, fragment):
+    result = muzero("train", "--config", TINY, "--set", override, "--logdir", str(tmp_path / "run"))
+    _assert_usage_error(result, f"--set {override}", fragment)
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_environment_and_run_directories(tmp_path):
+    result = muzero("train", "--config", TINY, "--set", "game.id=NoSuchGame-v0", "--logdir", str(tmp_path / "r"))
+    _assert_usage_error(result, "game.id", "NoSuchGame-v0")
+    result = muzero("train", "--config", TINY, "--set", "game.action_space_size=3", "--logdir", str(tmp_path / "r"))
+    _assert_usage_error(result, "CartPole-v1 has 2 actions, but game.action_space_size is 3")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = muzero("train", "--config", TINY, "--logdir", str(blocker / "run"))
+    _assert_usage_error(result, str(blocker / "run"), "cannot write run directory")
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "keep.txt").write_text("precious")
+    result = muzero("train", "--config", TINY, "--logdir", str(occupied))
+    _assert_usage_error(result, "already holds files")
+    assert (occupied / "keep.txt").read_text() == "precious"
+
+
+def test_evaluate_errors(tmp_path):
+    _assert_usage_error(muzero("evaluate", "--run", str(tmp_path / "nope")), "not a run directory")
+    result = muzero("evaluate", "--run", str(tmp_path), "--episodes", "0")
+    _assert_usage_error(result, "--episodes: expected an integer >= 1")

@@ -1,0 +1,115 @@
+"""Tests for muzero/config.py and muzero/config_io.py: loading, overrides, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from muzero.config import KnownBounds, MuZeroConfig
+from muzero.config_io import ConfigError, config_to_yaml, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def _error(path, overrides=()) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("name", ["cartpole.yaml", "tiny.yaml"])
+def test_shipped_configs_load(name):
+    config = load_config(ROOT / "configs" / name)
+    assert config.game.id == "CartPole-v1" and config.action_space_size == 2
+
+
+def test_defaults_are_the_pseudocodes():
+    config = MuZeroConfig()
+    # SPEC.md: 0.25, 19652, 1.25, 5, 1e-4, 0.9, 0.1, window of 1e6 games, checkpoint every 1000.
+    assert config.search.root_exploration_fraction == 0.25
+    assert (config.search.pb_c_base, config.search.pb_c_init) == (19652, 1.25)
+    assert config.train.num_unroll_steps == 5 and config.train.weight_decay == 1e-4
+    assert config.train.momentum == 0.9 and config.train.lr_decay_rate == 0.1
+    assert config.replay.window_size == 1_000_000 and config.train.checkpoint_interval == 1000
+
+
+def test_values_and_overrides(tmp_path):
+    path = _write(tmp_path, "train:\n  batch_size: 32\n  weight_decay: 1e-4\nsearch:\n  known_bounds: {min: -1, max: 1}\n")
+    config = load_config(path, ["train.batch_size=64", "network.hidden_layers=[16, 16]", "search.pb_c_init=2"])
+    # "1e-4" is a string to YAML 1.1; it is accepted as the number 0.0001.
+    assert config.train.weight_decay == 1e-4
+    assert config.train.batch_size == 64 and config.network.hidden_layers == (16, 16)
+    assert config.search.known_bounds == KnownBounds(-1.0, 1.0) and config.search.pb_c_init == 2.0
+
+
+def test_saved_yaml_loads_back_equal(tmp_path):
+    config = load_config(ROOT / "configs" / "cartpole.yaml", ["train.td_steps=7"])
+    path = _write(tmp_path, config_to_yaml(config))
+    assert load_config(path) == config
+
+
+def test_unknown_key_with_did_you_mean(tmp_path):
+    path = _write(tmp_path, "train:\n  batch_sise: 32\n")
+    assert _error(path) == f"{path}: train.batch_sise: unknown key (did you mean 'batch_size'?)"
+
+
+def test_unknown_section(tmp_path):
+    path = _write(tmp_path, "trian:\n  batch_size: 32\n")
+    assert _error(path) == f"{path}: trian: unknown key (did you mean 'train'?)"
+
+
+def test_wrong_type(tmp_path):
+    path = _write(tmp_path, "train:\n  batch_size: lots\n")
+    assert _error(path) == f"{path}: train.batch_size: expected an integer, got a string 'lots'"
+    path = _write(tmp_path, "train:\n  batch_size: 12.5\n")
+    assert _error(path) == f"{path}: train.batch_size: expected an integer, got a number 12.5"
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("game.discount", "1.5", "expected a value <= 1.0, got 1.5"),
+    ("search.num_simulations", "0", "expected a value >= 1, got 0"),
+    ("train.num_unroll_steps", "0", "expected a value >= 1, got 0"),
+    ("train.td_steps", "-3", "expected a value >= 1, got -3"),
+    ("train.batch_size", "0", "expected a value >= 1, got 0"),
+    ("train.lr_init", "-0.1", "expected a value > 0.0, got -0.1"),
+    ("network.activation", "gelu", "expected one of 'relu', 'elu', 'tanh', got 'gelu'"),
+])
+def test_out_of_range_in_yaml_and_in_set(tmp_path, key, value, expected):
+    section, name = key.split(".")
+    path = _write(tmp_path, f"{section}:\n  {name}: {value}\n")
+    assert _error(path) == f"{path}: {key}: {expected}"
+    # The same problem from --set names the override instead of the file.
+    assert _error(None, [f"{key}={value}"]) == f"--set {key}={value}: {key}: {expected}"
+
+
+def test_set_errors():
+    assert _error(None, ["train.batch_sise=3"]) == \
+        "--set train.batch_sise=3: train.batch_sise: unknown key (did you mean 'batch_size'?)"
+    assert _error(None, ["train.batch_size"]).startswith("--set train.batch_size: expected KEY=VALUE")
+    assert _error(None, ["train.batch_size=abc"]) == \
+        "--set train.batch_size=abc: train.batch_size: expected an integer, got a string 'abc'"
+
+
+def test_file_problems(tmp_path):
+    assert _error(tmp_path / "missing.yaml") == f"{tmp_path / 'missing.yaml'}: file not found"
+    path = _write(tmp_path, "train:\n  batch_size: [1, 2\n")
+    assert _error(path).startswith(f"{path}: malformed YAML: line ")
+    path = _write(tmp_path, "- 1\n- 2\n")
+    assert _error(path) == f"{path}: expected a mapping of sections at top level, got a list"
+
+
+def test_schedule_and_bounds_consistency(tmp_path):
+    path = _write(tmp_path, "search:\n  visit_softmax_temperature:\n    schedule: [[10, 1.0], [5, 0.5]]\n")
+    assert _error(path) == (f"{path}: search.visit_softmax_temperature.schedule[1]: "
+                            "thresholds must increase, got 5 after 10")
+    path = _write(tmp_path, "search:\n  known_bounds: {min: 1, max: 1}\n")
+    assert _error(path) == f"{path}: search.known_bounds: expected min < max, got min=1.0, max=1.0"

@@ -1,0 +1,59 @@
+"""Tests for muzero/game.py: make_target and store_search_statistics, by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from muzero.game import Game
+from muzero.search import Node
+
+
+def _game(rewards, root_values, discount=0.5):
+    game = Game(action_space_size=2, discount=discount)
+    game.rewards = list(rewards)
+    game.root_values = list(root_values)
+    game.history = [0] * len(rewards)
+    game.child_visits = [[0.1 * (i + 1), 0.1 * (9 - i)] for i in range(len(rewards))]
+    return game
+
+
+class TestMakeTarget:
+    def test_bootstrap_inside_then_past_the_end_and_absorbing(self):
+        game = _game(rewards=[1, 2, 3, 4], root_values=[10, 20, 30, 40], discount=0.5)
+        targets = game.make_target(state_index=1, num_unroll_steps=3, td_steps=2)
+        # index 1: bootstrap 3 < 4 -> 40 * 0.5^2 = 10; rewards[1:3] = 2 + 3 * 0.5 = 3.5 -> 13.5;
+        #          reward target rewards[0] = 1 (the transition into state 1)
+        # index 2: bootstrap 4 is past the end -> 0; rewards[2:4] = 3 + 4 * 0.5 = 5; reward rewards[1] = 2
+        # index 3: bootstrap 5 -> 0; rewards[3:5] = 4; reward rewards[2] = 3
+        # index 4: past the last root value: absorbing -> value 0, reward rewards[3] = 4, no policy
+        assert [(v, r) for v, r, _ in targets] == [(13.5, 1), (5.0, 2), (4.0, 3), (0.0, 4)]
+        # Policy targets are the stored visit distributions of states 1, 2, 3; none past the end.
+        assert [p for _, _, p in targets] == game.child_visits[1:4] + [[]]
+
+    def test_initial_reward_is_zero_and_states_past_the_end_are_all_zero(self):
+        game = _game(rewards=[1, 1], root_values=[5, 6], discount=1.0)
+        targets = game.make_target(state_index=0, num_unroll_steps=3, td_steps=1)
+        # index 0: root_values[1] * 1 + rewards[0] = 6 + 1 = 7; reward 0 (no transition into the first state)
+        # index 1: bootstrap 2 past the end: rewards[1] = 1; reward rewards[0] = 1
+        # index 2: absorbing, reward rewards[1] = 1 (the last real transition)
+        # index 3: absorbing, 0 < 3 <= 2 is false -> reward 0
+        assert [(v, r) for v, r, _ in targets] == [(7.0, 0), (1.0, 1), (0.0, 1), (0.0, 0)]
+        assert [len(p) for _, _, p in targets] == [2, 2, 0, 0]
+
+    def test_discounted_n_step_sum(self):
+        game = _game(rewards=[1, 1, 1, 1, 1], root_values=[0, 0, 0, 0, 8], discount=0.5)
+        (value, _, _), = game.make_target(state_index=0, num_unroll_steps=0, td_steps=4)
+        # 1 + 0.5 + 0.25 + 0.125 + 8 * 0.5^4 = 1.875 + 0.5 = 2.375
+        assert value == pytest.approx(2.375)
+
+
+def test_store_search_statistics_normalises_visits_over_the_action_space():
+    game = Game(action_space_size=3, discount=1.0)
+    root = Node(0)
+    root.visit_count, root.value_sum = 4, 8.0
+    root.children = {0: Node(0.5), 1: Node(0.5)}
+    root.children[0].visit_count, root.children[1].visit_count = 1, 3
+    game.store_search_statistics(root)
+    # Visits 1 and 3 of 4; action 2 is not a child -> 0. Root value 8 / 4 = 2.
+    assert game.child_visits == [[0.25, 0.75, 0.0]]
+    assert game.root_values == [2.0]

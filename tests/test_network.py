@@ -1,0 +1,69 @@
+"""Tests for muzero/network.py and muzero/models.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from muzero.config import MuZeroConfig, NetworkConfig
+from muzero.models import MLPNetwork, scale_hidden_state
+from muzero.network import make_uniform_network, scale_hidden_state_np
+
+
+def _perturbed_network(config: MuZeroConfig, seed: int = 0) -> MLPNetwork:
+    network = MLPNetwork(config, observation_size=4)
+    rng = np.random.default_rng(seed)
+    for variable in network.trainable_variables:  # non-zero biases too
+        variable.assign(rng.normal(size=variable.shape).astype(np.float32) * 0.5)
+    return network
+
+
+def test_min_max_scaling_by_hand():
+    state = np.array([[1.0, 3.0, 2.0], [-4.0, 0.0, 4.0], [5.0, 5.0, 5.0]], np.float32)
+    # Row 1: (x - 1) / (3 - 1) = [0, 1, 0.5]; row 2: (x + 4) / 8 = [0, 0.5, 1];
+    # row 3: all equal: (x - 5) / max(0, 1e-5) = 0.
+    expected = [[0.0, 1.0, 0.5], [0.0, 0.5, 1.0], [0.0, 0.0, 0.0]]
+    np.testing.assert_allclose(scale_hidden_state_np(state), expected)
+    np.testing.assert_allclose(scale_hidden_state(tf.constant(state)).numpy(), expected)
+
+
+@pytest.mark.parametrize("support_size, activation", [(3, "elu"), (0, "relu"), (10, "tanh")])
+def test_numpy_mirror_equals_keras(support_size, activation):
+    config = MuZeroConfig(network=NetworkConfig(hidden_state_size=6, hidden_layers=(16, 8), activation=activation,
+                                                support_size=support_size))
+    network = _perturbed_network(config)
+    mirror = network.numpy_network()
+    rng = np.random.default_rng(1)
+    observation = rng.normal(size=(9, 4)).astype(np.float32)
+    action = rng.integers(2, size=9)
+    keras_out, numpy_out = network.initial_inference(observation), mirror.initial_inference(observation)
+    keras_next = network.recurrent_inference(keras_out.hidden_state, action)
+    numpy_next = mirror.recurrent_inference(numpy_out.hidden_state, action)
+    for keras_o, numpy_o in ((keras_out, numpy_out), (keras_next, numpy_next)):
+        for name in ("value", "reward", "policy_logits", "hidden_state"):
+            np.testing.assert_allclose(np.asarray(getattr(keras_o, name)), getattr(numpy_o, name),
+                                       rtol=1e-4, atol=1e-4, err_msg=name)
+    hidden = numpy_next.hidden_state
+    # Each row spans exactly [0, 1] after min-max scaling.
+    np.testing.assert_allclose(hidden.min(axis=1), 0.0, atol=1e-6)
+    np.testing.assert_allclose(hidden.max(axis=1), 1.0, atol=1e-6)
+    assert numpy_out.reward.tolist() == [0.0] * 9  # no reward at the root
+
+
+def test_weights_round_trip():
+    config = MuZeroConfig(network=NetworkConfig(hidden_state_size=4, hidden_layers=(8,)))
+    source, target = _perturbed_network(config, seed=0), _perturbed_network(config, seed=1)
+    target.set_weights(source.get_weights())
+    for a, b in zip(source.trainable_variables, target.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_uniform_network():
+    network = make_uniform_network(action_space_size=3)
+    out = network.initial_inference(np.zeros((2, 4)))
+    # Uniform policy (equal logits), value 0, reward 0.
+    assert out.policy_logits.shape == (2, 3) and not out.policy_logits.any()
+    assert out.value.tolist() == [0.0, 0.0] and out.reward.tolist() == [0.0, 0.0]
+    assert network.recurrent_inference(out.hidden_state, np.array([0, 2])).value.tolist() == [0.0, 0.0]
+    assert network.training_steps() == 0

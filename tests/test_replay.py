@@ -1,0 +1,71 @@
+"""Tests for muzero/replay.py."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from muzero.config import MuZeroConfig, ReplayConfig, TrainConfig
+from muzero.game import Game
+from muzero.replay import ReplayBuffer
+
+
+def _game(length: int, start: float = 0.0) -> Game:
+    game = Game(action_space_size=2, discount=1.0)
+    game.observations = [np.array([start + i, 0.0], np.float32) for i in range(length + 1)]
+    game.history = [i % 2 for i in range(length)]
+    game.rewards = [1.0] * length
+    game.root_values = [float(length - i) for i in range(length)]
+    game.child_visits = [[0.25, 0.75]] * length
+    return game
+
+
+def _buffer(batch_size=64, window_size=10, sample_by="position", seed=0) -> ReplayBuffer:
+    config = MuZeroConfig(train=TrainConfig(batch_size=batch_size),
+                          replay=ReplayConfig(window_size=window_size, sample_by=sample_by))
+    return ReplayBuffer(config, np.random.default_rng(seed))
+
+
+def test_window_keeps_the_newest_games():
+    buffer = _buffer(window_size=2)
+    games = [_game(3), _game(4), _game(5)]
+    for game in games:
+        buffer.save_game(game)
+    assert list(buffer.buffer) == games[1:] and buffer.games_saved == 3
+
+
+def test_sample_batch_pads_actions_and_masks_absorbing_policy():
+    buffer = _buffer(batch_size=32)
+    buffer.save_game(_game(2))
+    batch = buffer.sample_batch(num_unroll_steps=3, td_steps=1)
+    assert batch.observation.shape == (32, 2) and batch.actions.shape == (32, 3)
+    assert batch.target_value.shape == batch.target_reward.shape == batch.policy_mask.shape == (32, 4)
+    assert batch.target_policy.shape == (32, 4, 2)
+    for row in range(32):
+        i = int(batch.observation[row, 0])  # the observation encodes its position
+        assert i in (0, 1)
+        # Real actions first (history = [0, 1]), then random padding in {0, 1}.
+        np.testing.assert_array_equal(batch.actions[row, : 2 - i], [0, 1][i:])
+        assert set(batch.actions[row, 2 - i:]) <= {0, 1}
+        # Policy targets exist for positions i..1 only: 2 - i of them.
+        np.testing.assert_array_equal(batch.policy_mask[row], [1.0] * (2 - i) + [0.0] * (2 + i))
+        np.testing.assert_array_equal(batch.target_policy[row, 2 - i:], 0.0)
+    # Position 0 of a 2-move game, td 1, discount 1: values [1 + root_values[1] = 2, 1 (past end), 0, 0]
+    rows = np.where(batch.observation[:, 0] == 0)[0]
+    np.testing.assert_allclose(batch.target_value[rows[0]], [2.0, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(batch.target_reward[rows[0]], [0.0, 1.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("sample_by, expected_long_share", [("position", 9 / 10), ("game", 1 / 2)])
+def test_sample_game_weights(sample_by, expected_long_share):
+    buffer = _buffer(sample_by=sample_by, seed=1)
+    short, long = _game(1), _game(9, start=100.0)
+    buffer.save_game(short)
+    buffer.save_game(long)
+    draws = [buffer.sample_game() is long for _ in range(4000)]
+    # "position": P(long) = 9 / (1 + 9); "game": 1/2. Binomial std at n = 4000 is <= 0.008.
+    assert np.mean(draws) == pytest.approx(expected_long_share, abs=0.03)
+
+

@@ -1,0 +1,48 @@
+"""Tests for muzero/support.py: the h transform and the categorical support."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from muzero.support import h, h_inverse, scalar_to_support, support_to_scalar, support_to_scalar_tf
+
+
+def test_h_by_hand():
+    # h(x) = sign(x) (sqrt(|x| + 1) - 1) + 0.001 x
+    # h(0) = 0; h(3) = 2 - 1 + 0.003 = 1.003; h(-3) = -1.003; h(8) = 3 - 1 + 0.008 = 2.008
+    np.testing.assert_allclose(h(np.array([0.0, 3.0, -3.0, 8.0])), [0.0, 1.003, -1.003, 2.008])
+
+
+def test_h_inverse_inverts_h():
+    x = np.concatenate([np.linspace(-1e4, 1e4, 2001), [0.0, 1e-6, -0.5, 300.0]])
+    np.testing.assert_allclose(h_inverse(h(x)), x, rtol=1e-9, atol=1e-9)
+
+
+def test_two_hot_by_hand():
+    support = scalar_to_support(np.array([3.0, -3.0, 0.0]), 10)
+    # h(3) = 1.003: bins -10..10, so integer 1 is index 11 with 0.997 and index 12 gets 0.003.
+    expected = np.zeros((3, 21))
+    expected[0, 11], expected[0, 12] = 0.997, 0.003
+    # h(-3) = -1.003: floor -2 (index 8) gets 0.003, -1 (index 9) gets 0.997.
+    expected[1, 8], expected[1, 9] = 0.003, 0.997
+    expected[2, 10] = 1.0  # h(0) = 0
+    np.testing.assert_allclose(support, expected, atol=1e-6)
+
+
+def test_round_trip_and_clipping():
+    x = np.array([0.0, 1.0, -1.0, 3.0, 57.5, -100.0])
+    np.testing.assert_allclose(support_to_scalar(scalar_to_support(x, 10), 10), x, rtol=1e-5, atol=1e-5)
+    # h(1e6) = 999 + 1000 = ~1999 > 10: all mass on the top bin, and the scalar back is h^-1(10).
+    top = scalar_to_support(np.array([1e6, h_inverse(10.0)]), 10)
+    np.testing.assert_allclose(top[:, -1], [1.0, 1.0], atol=1e-6)
+    assert support_to_scalar(top[0], 10) == pytest.approx(h_inverse(10.0))
+
+
+def test_tf_twin_matches_numpy():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 21)) * 3
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    np.testing.assert_allclose(support_to_scalar_tf(tf.constant(logits), 10).numpy(),
+                               support_to_scalar(probabilities, 10), rtol=1e-9)

@@ -1,0 +1,197 @@
+"""Tests for muzero/training.py: scale_gradient, the lr schedule, update_weights' factors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
+from muzero.models import MLPNetwork
+from muzero.replay import Batch
+from muzero.training import Learner, learning_rate, make_optimizer, muzero_loss, scale_gradient
+
+
+class TestScaleGradient:
+    @pytest.mark.parametrize("scale", [0.0, 0.25, 0.5, 1.0])
+    def test_forward_unchanged_backward_scaled(self, scale):
+        x = tf.constant([[1.5, -2.0, 3.0], [0.0, 4.0, -1.0]])
+        upstream = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = scale_gradient(x, scale)
+            loss = tf.reduce_sum(y * upstream)  # d loss / d y = upstream
+        np.testing.assert_array_equal(y.numpy(), x.numpy())
+        # d loss / d x = scale * upstream, exactly.
+        np.testing.assert_allclose(tape.gradient(loss, x).numpy(), scale * upstream.numpy(), rtol=1e-7)
+
+    def test_is_not_a_norm_clip(self):
+        x = tf.zeros([3])
+        upstream = tf.constant([3e6, 4e6, 0.0])  # norm 5e6
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(scale_gradient(x, 0.5) * upstream)
+            plain = tf.reduce_sum(x * upstream)
+        scaled = tape.gradient(loss, x).numpy()
+        # Scaling: 0.5 * [3e6, 4e6, 0] = [1.5e6, 2e6, 0], norm 2.5e6 (half of 5e6, whatever its size).
+        np.testing.assert_allclose(scaled, [1.5e6, 2e6, 0.0])
+        # A norm clip to 0.5 would give [3e6, 4e6, 0] / 5e6 * 0.5 = [0.3, 0.4, 0]: a different gradient.
+        clipped = tf.clip_by_norm(tape.gradient(plain, x), 0.5).numpy()
+        np.testing.assert_allclose(clipped, [0.3, 0.4, 0.0], rtol=1e-6)
+        assert not np.allclose(scaled, clipped)
+
+
+class TestLearningRate:
+    def test_schedule_by_hand(self):
+        config = MuZeroConfig(train=TrainConfig(lr_init=0.05, lr_decay_rate=0.1, lr_decay_steps=350e3))
+        # lr = 0.05 * 0.1^(step / 350k): 0.05 at 0, 0.005 at 350k, 0.05 * sqrt(0.1) = 0.0158114 at 175k.
+        assert learning_rate(config, 0) == pytest.approx(0.05)
+        assert learning_rate(config, 350_000) == pytest.approx(0.005)
+        assert learning_rate(config, 175_000) == pytest.approx(0.0158113883)
+
+    def test_optimizer_uses_the_same_schedule(self):
+        config = MuZeroConfig(train=TrainConfig(lr_init=0.05, lr_decay_rate=0.1, lr_decay_steps=1000, momentum=0.9))
+        optimizer = make_optimizer(config)
+        for step in (0, 500, 1000, 2500):
+            optimizer.iterations.assign(step)  # the training step the schedule reads
+            assert float(optimizer.learning_rate) == pytest.approx(learning_rate(config, step), rel=1e-6)
+        assert optimizer.momentum == 0.9
+
+
+K = 3
+
+
+def _setup(support_size: int):
+    config = MuZeroConfig(
+        game=GameConfig(action_space_size=2),
+        network=NetworkConfig(hidden_state_size=5, hidden_layers=(7,), support_size=support_size, activation="tanh"),
+        train=TrainConfig(num_unroll_steps=K, weight_decay=0.0),
+    )
+    network = MLPNetwork(config, observation_size=4)
+    rng = np.random.default_rng(3)
+    for variable in network.trainable_variables:
+        variable.assign(rng.normal(size=variable.shape).astype(np.float32) * 0.7)
+    batch_size = 6
+    bins = 2 * support_size + 1
+
+    def target(shape):
+        if support_size:
+            t = rng.random(shape + (bins,)).astype(np.float32)
+            return t / t.sum(-1, keepdims=True)
+        return rng.normal(size=shape).astype(np.float32)
+
+    policy = rng.random((batch_size, K + 1, 2)).astype(np.float32)
+    batch = Batch(
+        observation=rng.normal(size=(batch_size, 4)).astype(np.float32),
+        actions=rng.integers(2, size=(batch_size, K)).astype(np.int32),
+        target_value=target((batch_size, K + 1)),
+        target_reward=target((batch_size, K + 1)),
+        target_policy=policy / policy.sum(-1, keepdims=True),
+        policy_mask=np.array([[1, 1, 1, 0]] * batch_size, np.float32),
+    )
+    return config, network, batch
+
+
+def _plain_step_losses(network: MLPNetwork, batch: Batch, support_size: int) -> list:
+    """An independent, unscaled unroll: the K + 1 per-step losses (batch means), no scale_gradient.
+
+    Written directly on the Keras models, not through muzero_loss.
+    """
+    def loss(prediction, target):
+        if support_size:
+            return -tf.reduce_sum(target * tf.nn.log_softmax(prediction), -1)
+        return (prediction[:, 0] - target) ** 2
+
+    def policy_loss(logits, target, mask):
+        return -tf.reduce_sum(target * tf.nn.log_softmax(logits), -1) * mask
+
+    def minmax(s):
+        low, high = tf.reduce_min(s, -1, keepdims=True), tf.reduce_max(s, -1, keepdims=True)
+        return (s - low) / tf.maximum(high - low, 1e-5)
+
+    state = minmax(network.representation(batch.observation)["state"])
+    pred = network.prediction(state)
+    losses = [tf.reduce_mean(loss(pred["value"], batch.target_value[:, 0])
+                             + policy_loss(pred["policy"], batch.target_policy[:, 0], batch.policy_mask[:, 0]))]
+    for k in range(1, K + 1):
+        dyn = network.dynamics(tf.concat([state, tf.one_hot(batch.actions[:, k - 1], 2)], -1))
+        state = minmax(dyn["state"])
+        pred = network.prediction(state)
+        losses.append(tf.reduce_mean(loss(pred["value"], batch.target_value[:, k])
+                                     + loss(dyn["reward"], batch.target_reward[:, k])
+                                     + policy_loss(pred["policy"], batch.target_policy[:, k], batch.policy_mask[:, k])))
+    return losses
+
+
+@pytest.mark.parametrize("support_size", [0, 3])
+def test_update_weights_factors_against_independent_computation(support_size):
+    config, network, batch = _setup(support_size)
+    representation = network.representation.trainable_variables
+    prediction = network.prediction.trainable_variables
+
+    with tf.GradientTape() as tape:
+        total, metrics = muzero_loss(network, batch, weight_decay=0.0)
+    got = tape.gradient(total, representation + prediction)
+
+    # Expected, from per-step gradients of the plain unroll:
+    # * the prediction function is applied to each step's state directly, so step k's
+    #   loss reaches it with the step weight only: 1 for k = 0, 1/K for k >= 1;
+    # * the representation sits under all steps; step k's loss reaches it through k - 1
+    #   scaled hidden-state links (the state after recurrent step j is scaled by 0.5 before
+    #   step j + 1 uses it), so with weight 1 for k = 0 and (1/K) * 0.5^(k-1) for k >= 1.
+    expected_rep = [tf.zeros_like(v) for v in representation]
+    expected_pred = [tf.zeros_like(v) for v in prediction]
+    for k in range(K + 1):
+        with tf.GradientTape() as tape_k:
+            step_loss = _plain_step_losses(network, batch, support_size)[k]
+        grads = tape_k.gradient(step_loss, representation + prediction)
+        rep_w = 1.0 if k == 0 else (1.0 / K) * 0.5 ** (k - 1)
+        pred_w = 1.0 if k == 0 else 1.0 / K
+        expected_rep = [e + rep_w * g for e, g in zip(expected_rep, grads[: len(representation)])]
+        expected_pred = [e + pred_w * g for e, g in zip(expected_pred, grads[len(representation):])]
+
+    for g, e in zip(got, expected_rep + expected_pred):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-4, atol=1e-6)
+
+    # The forward value is unscaled: the total is the plain sum of the K + 1 step losses.
+    plain = _plain_step_losses(network, batch, support_size)
+    assert float(total) == pytest.approx(float(tf.add_n(plain)), rel=1e-5)
+    for k in range(K + 1):
+        assert float(metrics[f"step_{k}"]) == pytest.approx(float(plain[k]), rel=1e-5)
+
+    # Without the 0.5 (scale 1), the representation gradient differs: the factor is really applied.
+    with tf.GradientTape() as tape:
+        total_unscaled, _ = muzero_loss(network, batch, weight_decay=0.0, hidden_state_scale=1.0)
+    unscaled = tape.gradient(total_unscaled, representation)
+    assert not np.allclose(unscaled[0].numpy(), got[0].numpy(), rtol=1e-3)
+
+
+def test_weight_decay_is_l2_loss_of_all_weights():
+    config, network, batch = _setup(3)
+    _, metrics = muzero_loss(network, batch, weight_decay=1e-4)
+    # tf.nn.l2_loss(w) = sum(w^2) / 2, over every trainable array, biases included.
+    expected = 1e-4 * sum(0.5 * np.sum(v.numpy() ** 2) for v in network.trainable_variables)
+    assert float(metrics["l2"]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_initial_step_has_no_reward_loss_and_absorbing_states_no_policy_loss():
+    config, network, batch = _setup(3)
+    # Changing the initial reward target or the policy target where the mask is 0 changes nothing.
+    reward = batch.target_reward.copy()
+    reward[:, 0] = np.roll(reward[:, 0], 1, axis=-1)
+    policy = batch.target_policy.copy()
+    policy[:, 3] = policy[:, 3, ::-1]
+    base, _ = muzero_loss(network, batch, 0.0)
+    changed, _ = muzero_loss(network, batch._replace(target_reward=reward, target_policy=policy), 0.0)
+    assert float(base) == pytest.approx(float(changed), rel=1e-6)
+
+
+def test_learner_step_does_not_retrace():
+    config, network, batch = _setup(3)
+    learner = Learner(config, network, observation_size=4)
+    scalar_value = np.zeros(batch.target_value.shape[:2], np.float32)  # Learner two-hots scalar targets
+    batch = batch._replace(target_value=scalar_value, target_reward=scalar_value)
+    for size in (6, 3, 5):
+        learner.train_step(Batch(*(x[:size] for x in batch)))
+    assert learner.tracing_count() == 1
+    assert learner.training_step == 3 and network.training_steps() == 3
