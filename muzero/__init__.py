@@ -41,8 +41,7 @@ __all__ = [
     "ActionHistory", "Batch", "Game", "KnownBounds", "MinMaxStats", "MuZeroConfig", "Network", "NetworkOutput",
     "Node", "ReplayBuffer", "SharedStorage", "UniformNetwork", "add_exploration_noise", "backpropagate",
     "expand_node", "make_uniform_network", "play_game", "run_mcts", "select_action", "select_child", "ucb_score",
-    *_LAZY,
-]
+] + list(_LAZY)
 
 
 def __getattr__(name: str):

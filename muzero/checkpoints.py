@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import tensorflow as tf
 import keras
+import tensorflow as tf
 
 from muzero.models import MLPNetwork
 

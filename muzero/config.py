@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional
 
 
 def _range(**bounds) -> dict:
@@ -52,7 +51,7 @@ class TemperatureSchedule:
     """
 
     by: str = field(default="training_steps", metadata=_range(choices=("training_steps", "num_moves")))
-    schedule: tuple[tuple[Optional[int], float], ...] = (
+    schedule: tuple[tuple[int | None, float], ...] = (
         (500_000, 1.0),
         (750_000, 0.5),
         (None, 0.25),
@@ -68,7 +67,7 @@ class SearchConfig:
     root_exploration_fraction: float = field(default=0.25, metadata=_range(min=0.0, max=1.0))
     pb_c_base: float = field(default=19652.0, metadata=_range(gt=0.0))
     pb_c_init: float = field(default=1.25, metadata=_range(min=0.0))
-    known_bounds: Optional[KnownBounds] = None
+    known_bounds: KnownBounds | None = None
     # "pseudocode": child.reward + discount * normalize(child.value()) (revision 2).
     # "normalized_q": normalize(child.reward + discount * child.value()), as
     # muzero-general and mctx do; MinMaxStats then tracks those Q values.
@@ -170,6 +169,6 @@ class MuZeroConfig:
                 return temperature
         return schedule.schedule[-1][1]
 
-    def replace(self, **sections) -> "MuZeroConfig":
+    def replace(self, **sections) -> MuZeroConfig:
         """A copy with whole sections or fields replaced (tests use this)."""
         return dataclasses.replace(self, **sections)

@@ -14,8 +14,9 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import yaml
 

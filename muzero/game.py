@@ -6,8 +6,6 @@ game ends, so what goes to the replay buffer is plain, picklable data.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from muzero.environment import Environment
@@ -29,7 +27,7 @@ class Game:
       root_values: per move, the root's search value.
     """
 
-    def __init__(self, action_space_size: int, discount: float, environment: Optional[Environment] = None):
+    def __init__(self, action_space_size: int, discount: float, environment: Environment | None = None):
         self.environment = environment
         self.action_space_size = action_space_size
         self.discount = discount

@@ -12,9 +12,9 @@ Layer names are part of the weight format shared with `NumpyMLPNetwork`.
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 
 from muzero.config import MuZeroConfig
 from muzero.network import MIN_MAX_EPSILON, Network, NetworkOutput, NumpyMLPNetwork

@@ -17,7 +17,8 @@ Hidden states are min-max scaled to [0, 1] per sample (paper appendix), in both.
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple, Optional
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,10 +45,10 @@ class NetworkOutput(NamedTuple):
     reward: object
     policy_logits: object
     hidden_state: object
-    value_logits: Optional[object] = None
-    reward_logits: Optional[object] = None
+    value_logits: object | None = None
+    reward_logits: object | None = None
 
-    def item(self, index: int) -> "NetworkOutput":
+    def item(self, index: int) -> NetworkOutput:
         """Row `index` of a batched numpy output, for the one-tree reference search."""
         return NetworkOutput(
             value=float(self.value[index]),

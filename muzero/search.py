@@ -8,7 +8,7 @@ network comes in only through `initial_inference` / `recurrent_inference`.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ class MinMaxStats:
     formula is O(1); normalising by the range seen in this search puts them on par.
     """
 
-    def __init__(self, known_bounds: Optional[KnownBounds]):
+    def __init__(self, known_bounds: KnownBounds | None):
         self.maximum = known_bounds.max if known_bounds else -math.inf
         self.minimum = known_bounds.min if known_bounds else math.inf
 
@@ -68,7 +68,7 @@ class ActionHistory:
         self._root_to_play = to_play
         self._num_players = num_players
 
-    def clone(self) -> "ActionHistory":
+    def clone(self) -> ActionHistory:
         return ActionHistory(self.history, self.action_space_size, self._root_to_play, self._num_players)
 
     def add_action(self, action: int) -> None:
@@ -90,7 +90,7 @@ class ActionHistory:
 # the search tree and traversing the tree according to the UCB formula until we
 # reach a leaf node.
 def run_mcts(config: MuZeroConfig, root: Node, action_history: ActionHistory, network: Network,
-             min_max_stats: Optional[MinMaxStats] = None) -> MinMaxStats:
+             min_max_stats: MinMaxStats | None = None) -> MinMaxStats:
     """Runs `config.search.num_simulations` simulations from an expanded `root`.
 
     Returns:
@@ -191,7 +191,7 @@ def add_exploration_noise(config: MuZeroConfig, node: Node, rng: np.random.Gener
 # Pick the move to play from the root's visit counts: sample with probability
 # proportional to N^(1/T); T = 0 is the argmax (ties to the larger action).
 def select_action(config: MuZeroConfig, num_moves: int, node: Node, training_steps: int,
-                  rng: np.random.Generator, temperature: Optional[float] = None) -> int:
+                  rng: np.random.Generator, temperature: float | None = None) -> int:
     if temperature is None:
         temperature = config.visit_softmax_temperature_fn(num_moves, training_steps)
     visit_counts = [(child.visit_count, action) for action, child in node.children.items()]

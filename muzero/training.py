@@ -12,16 +12,19 @@ Documented choices (SPEC.md asks for them to be explicit):
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 
 from muzero.config import MuZeroConfig
 from muzero.models import MLPNetwork
 from muzero.replay import Batch, ReplayBuffer
 from muzero.support import scalar_to_support
+
+if TYPE_CHECKING:
+    from muzero.storage import SharedStorage
 
 
 # Why: MuZero wants part of the loss to reach some weights with a smaller weight
@@ -183,7 +186,7 @@ class Learner:
 
 
 def train_network(config: MuZeroConfig, learner: Learner, replay_buffer: ReplayBuffer,
-                  storage: Optional["SharedStorage"] = None, num_steps: Optional[int] = None) -> dict:
+                  storage: SharedStorage | None = None, num_steps: int | None = None) -> dict:
     """Pseudocode `train_network`: sample, update, publish every checkpoint_interval.
 
     Returns the last step's metrics.

@@ -6,9 +6,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pytest  # noqa: E402
+import pytest
 
-from muzero.config import MuZeroConfig, NetworkConfig, SearchConfig, TrainConfig, GameConfig  # noqa: E402
+from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SearchConfig, TrainConfig
 
 
 @pytest.fixture

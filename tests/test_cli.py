@@ -16,7 +16,7 @@ TINY = str(ROOT / "configs" / "tiny.yaml")
 def muzero(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+                          check=False, text=True, timeout=600, stdin=subprocess.DEVNULL)
 
 
 def _event_tags(run_dir: Path) -> set[str]:

@@ -125,7 +125,7 @@ def _plain_step_losses(network: MLPNetwork, batch: Batch, support_size: int) -> 
 
 @pytest.mark.parametrize("support_size", [0, 3])
 def test_update_weights_factors_against_independent_computation(support_size):
-    config, network, batch = _setup(support_size)
+    _, network, batch = _setup(support_size)
     representation = network.representation.trainable_variables
     prediction = network.prediction.trainable_variables
 
@@ -167,7 +167,7 @@ def test_update_weights_factors_against_independent_computation(support_size):
 
 
 def test_weight_decay_is_l2_loss_of_all_weights():
-    config, network, batch = _setup(3)
+    _, network, batch = _setup(3)
     _, metrics = muzero_loss(network, batch, weight_decay=1e-4)
     # tf.nn.l2_loss(w) = sum(w^2) / 2, over every trainable array, biases included.
     expected = 1e-4 * sum(0.5 * np.sum(v.numpy() ** 2) for v in network.trainable_variables)
@@ -175,7 +175,7 @@ def test_weight_decay_is_l2_loss_of_all_weights():
 
 
 def test_initial_step_has_no_reward_loss_and_absorbing_states_no_policy_loss():
-    config, network, batch = _setup(3)
+    _, network, batch = _setup(3)
     # Changing the initial reward target or the policy target where the mask is 0 changes nothing.
     reward = batch.target_reward.copy()
     reward[:, 0] = np.roll(reward[:, 0], 1, axis=-1)

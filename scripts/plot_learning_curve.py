@@ -1,0 +1,59 @@
+"""Plots greedy evaluation returns of one or more runs (their eval.csv) into a PNG.
+
+    python scripts/plot_learning_curve.py runs/NAME [runs/OTHER ...] --out docs/cartpole_learning_curve.png
+
+Needs the `plot` extra (matplotlib), which `make train` / `make test` install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+
+def read_eval(run_dir: Path) -> dict[str, list[float]]:
+    with open(run_dir / "eval.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {key: [float(row[key]) for row in rows] for key in rows[0]} if rows else {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--title", default="CartPole-v1: greedy return (10 episodes per point)")
+    args = parser.parse_args()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for run in args.runs:
+        data = read_eval(run)
+        if not data:
+            continue
+        minutes = [s / 60 for s in data["wall_seconds"]]
+        low = [m - s for m, s in zip(data["mean_return"], data["std_return"])]
+        high = [m + s for m, s in zip(data["mean_return"], data["std_return"])]
+        for axis, x in ((by_time, minutes), (by_steps, data["env_steps"])):
+            axis.plot(x, data["mean_return"], marker="o", markersize=3, label=run.name)
+            axis.fill_between(x, low, high, alpha=0.2)
+    for axis in (by_time, by_steps):
+        axis.axhline(200, color="grey", linestyle="--", linewidth=1)
+        axis.grid(alpha=0.3)
+    by_time.set_xlabel("wall-clock minutes since start")
+    by_steps.set_xlabel("environment steps (self-play moves)")
+    by_time.set_ylabel("greedy return (mean ± std)")
+    by_steps.legend(loc="lower right", fontsize=8)
+    fig.suptitle(args.title)
+    fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
