@@ -29,7 +29,8 @@ from muzero.selfplay import play_game
 from muzero.storage import SharedStorage
 
 _LAZY = {
-    "scale_gradient": "muzero.training",
+    "scale_gradient": "muzero.gradient_scaling",
+    "scale_gradient_custom": "muzero.gradient_scaling",
     "scalar_loss": "muzero.training",
     "update_weights": "muzero.training",
     "train_network": "muzero.training",

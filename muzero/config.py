@@ -132,6 +132,8 @@ class RunConfig:
     # Greedy evaluation every this many training steps (0: never), over this many episodes.
     eval_interval: int = field(default=0, metadata=_range(min=0))
     eval_episodes: int = field(default=10, metadata=_range(min=1))
+    # Gradient-norm summaries (grad/...) every this many training steps; 0: off.
+    grad_summary_interval: int = field(default=0, metadata=_range(min=0))
     # Checkpoints kept on disk by tf.train.CheckpointManager.
     max_checkpoints: int = field(default=3, metadata=_range(min=1))
 

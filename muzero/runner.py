@@ -146,8 +146,8 @@ def train(config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...
                 batch = replay_buffer.sample_batch(train_cfg.num_unroll_steps, train_cfg.td_steps)
                 last_metrics = learner.train_step(batch)
                 step = learner.training_step
-                if step % 10 == 0 or step == target:
-                    summaries.scalars(step, {f"loss/{name}": value for name, value in last_metrics.items()})
+                if step % 10 == 0 or step == target or any(name.startswith("grad/") for name in last_metrics):
+                    summaries.scalars(step, last_metrics)
                     summaries.scalars(step, {"train/lr": float(learner.optimizer.learning_rate)})
                 if step % train_cfg.checkpoint_interval == 0:
                     publish(step)
@@ -179,8 +179,8 @@ def _print_progress(config: MuZeroConfig, progress: _Progress, step: int, replay
     steps_rate = (step - progress.steps_at_print) / interval
     moves_rate = (progress.moves - progress.moves_at_print) / interval
     recent = np.mean(progress.returns) if progress.returns else float("nan")
-    loss = (f"loss {metrics['total']:.3f} (v {metrics['value']:.3f} r {metrics['reward']:.3f} "
-            f"p {metrics['policy']:.3f})") if metrics else "loss -"
+    loss = (f"loss {metrics['loss/total']:.3f} (v {metrics['loss/value']:.3f} r {metrics['loss/reward']:.3f} "
+            f"p {metrics['loss/policy']:.3f})") if metrics else "loss -"
     logging.info("step %d/%d | games %d | moves %d | return(last %d) %.1f | %s | %.0f moves/s %.1f steps/s | %.0fs",
                  step, config.train.training_steps, replay_buffer.games_saved, progress.moves,
                  len(progress.returns), recent, loss, moves_rate, steps_rate, now - progress.start)

@@ -19,22 +19,13 @@ import numpy as np
 import tensorflow as tf
 
 from muzero.config import MuZeroConfig
+from muzero.gradient_scaling import scale_gradient
 from muzero.models import MLPNetwork
 from muzero.replay import Batch, ReplayBuffer
 from muzero.support import scalar_to_support
 
 if TYPE_CHECKING:
     from muzero.storage import SharedStorage
-
-
-# Why: MuZero wants part of the loss to reach some weights with a smaller weight
-# than the rest, without changing what the forward pass computes. The forward
-# value is `tensor` unchanged; in the backward pass the incoming gradient is
-# multiplied by `scale` (the stop_gradient half carries none). It is not a norm
-# clip: the gradient keeps its direction and relative size, whatever its norm.
-def scale_gradient(tensor: tf.Tensor, scale: float) -> tf.Tensor:
-    """Scales the gradient for the backward pass; identity forward."""
-    return tensor * scale + tf.stop_gradient(tensor) * (1 - scale)
 
 
 def scalar_loss(prediction: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
@@ -74,11 +65,14 @@ def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
 # hidden state halves the gradient flowing back through each dynamics step, so
 # that the gradient reaching the start does not grow with K.
 def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float,
-                hidden_state_scale: float = 0.5) -> tuple[tf.Tensor, dict]:
+                hidden_state_scale: float = 0.5) -> tuple[tf.Tensor, dict, list]:
     """The loss of `update_weights`, with per-part values for logging.
 
     Returns:
-      (total loss, metrics): total = batch mean of the summed step losses + weight decay.
+      (total, metrics, hidden_states): total = batch mean of the summed step losses +
+      weight decay; metrics: "total", "l2", "value", "reward", "policy", "step_k";
+      hidden_states: the K + 1 states [B, H] predicted at each unroll step, before
+      their gradient is scaled (for gradient-norm summaries).
     """
     observation, actions, target_value, target_reward, target_policy, policy_mask = batch
     num_unroll_steps = actions.shape[1]
@@ -87,11 +81,13 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float,
     output = network.initial_inference(observation)
     predictions = [(1.0, output)]
     hidden_state = output.hidden_state
+    hidden_states = [hidden_state]
 
     # Recurrent steps, from action and previous hidden state.
     for k in range(num_unroll_steps):
         output = network.recurrent_inference(hidden_state, actions[:, k])
         predictions.append((1.0 / num_unroll_steps, output))
+        hidden_states.append(output.hidden_state)
         hidden_state = scale_gradient(output.hidden_state, hidden_state_scale)
 
     loss = 0.0
@@ -116,17 +112,44 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float,
     total = loss + l2
     metrics = {"total": total, "l2": l2, **parts}
     metrics.update({f"step_{k}": value for k, value in enumerate(step_losses)})
-    return total, metrics
+    return total, metrics, hidden_states
 
 
 def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, batch: Batch,
-                   weight_decay: float) -> dict:
-    """One SGD step on `muzero_loss`; returns the loss parts."""
+                   weight_decay: float, gradient_norms: bool = False) -> dict:
+    """One SGD step on `muzero_loss`.
+
+    Args:
+      gradient_norms: also return `grad/...` norms: of the loss gradient with respect to
+        the hidden state of each unroll step, per function, and global.
+
+    Returns:
+      {"loss/<part>": scalar, ...} plus the `grad/...` norms when asked.
+    """
+    variables = network.trainable_variables
     with tf.GradientTape() as tape:
-        total, metrics = muzero_loss(network, batch, weight_decay)
-    gradients = tape.gradient(total, network.trainable_variables)
-    optimizer.apply_gradients(zip(gradients, network.trainable_variables))
-    return metrics
+        total, metrics, hidden_states = muzero_loss(network, batch, weight_decay)
+    if gradient_norms:
+        gradients, state_gradients = tape.gradient(total, (variables, hidden_states))
+    else:
+        gradients = tape.gradient(total, variables)
+    optimizer.apply_gradients(zip(gradients, variables))
+    out = {f"loss/{name}": value for name, value in metrics.items()}
+    if gradient_norms:
+        out.update(gradient_norm_metrics(network, gradients, state_gradients))
+    return out
+
+
+def gradient_norm_metrics(network: MLPNetwork, gradients: list, state_gradients: list) -> dict:
+    """Norms that show gradient flow: per unroll step's hidden state, per function, global."""
+    out = {f"grad/hidden_state_step_{k}": tf.norm(g) for k, g in enumerate(state_gradients)}
+    start = 0
+    for name, model in network.models.items():
+        count = len(model.trainable_variables)
+        out[f"grad/{name}_norm"] = tf.linalg.global_norm(gradients[start:start + count])
+        start += count
+    out["grad/global_norm"] = tf.linalg.global_norm(gradients)
+    return out
 
 
 class Learner:
@@ -155,11 +178,17 @@ class Learner:
             policy_mask=tf.TensorSpec([None, k + 1], tf.float32),
         )
         weight_decay = config.train.weight_decay
+        self.grad_summary_interval = config.run.grad_summary_interval
 
         def step(batch: Batch) -> dict:
             return update_weights(self.optimizer, self.network, batch, weight_decay)
 
-        self._step = tf.function(step, input_signature=[signature], reduce_retracing=True)
+        def step_with_norms(batch: Batch) -> dict:
+            return update_weights(self.optimizer, self.network, batch, weight_decay, gradient_norms=True)
+
+        self._step = tf.function(step, input_signature=[signature])
+        # Traced only when first used: no cost when gradient summaries are off.
+        self._step_with_norms = tf.function(step_with_norms, input_signature=[signature])
 
     @property
     def training_step(self) -> int:
@@ -176,8 +205,11 @@ class Learner:
                               target_reward=scalar_to_support(batch.target_reward, n))
 
     def train_step(self, batch: Batch) -> dict[str, float]:
-        """One update on a sampled batch; returns the loss parts as floats."""
-        metrics = self._step(self.prepare(batch))
+        """One update on a sampled batch; returns `loss/...` (and every
+        `run.grad_summary_interval` steps `grad/...`) metrics as floats."""
+        interval = self.grad_summary_interval
+        with_norms = interval > 0 and (self.training_step + 1) % interval == 0
+        metrics = (self._step_with_norms if with_norms else self._step)(self.prepare(batch))
         self.network.steps = self.training_step
         return {name: float(value) for name, value in metrics.items()}
 

@@ -38,7 +38,8 @@ def test_train_tiny_then_evaluate(tmp_path):
     tags = _event_tags(run_dir)
     expected = {"loss/total", "loss/value", "loss/reward", "loss/policy", "loss/l2", "loss/step_0", "loss/step_3",
                 "train/lr", "train/steps_per_sec", "selfplay/episode_return", "selfplay/episode_length",
-                "selfplay/moves_per_sec", "replay/games", "mcts/root_value", "config"}
+                "selfplay/moves_per_sec", "replay/games", "mcts/root_value", "config",
+                "grad/hidden_state_step_0", "grad/hidden_state_step_3", "grad/global_norm"}
     assert expected <= tags, expected - tags
     # The final checkpoint is at step 30; interval 10 with 3 kept: 10, 20, 30.
     assert (run_dir / "checkpoints" / "ckpt-30.index").is_file()

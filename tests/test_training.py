@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
+from muzero.gradient_scaling import scale_gradient
 from muzero.models import MLPNetwork
 from muzero.replay import Batch
-from muzero.training import Learner, learning_rate, make_optimizer, muzero_loss, scale_gradient
+from muzero.training import Learner, learning_rate, make_optimizer, muzero_loss
 
 
 class TestScaleGradient:
@@ -130,7 +133,7 @@ def test_update_weights_factors_against_independent_computation(support_size):
     prediction = network.prediction.trainable_variables
 
     with tf.GradientTape() as tape:
-        total, metrics = muzero_loss(network, batch, weight_decay=0.0)
+        total, metrics, _ = muzero_loss(network, batch, weight_decay=0.0)
     got = tape.gradient(total, representation + prediction)
 
     # Expected, from per-step gradients of the plain unroll:
@@ -161,14 +164,14 @@ def test_update_weights_factors_against_independent_computation(support_size):
 
     # Without the 0.5 (scale 1), the representation gradient differs: the factor is really applied.
     with tf.GradientTape() as tape:
-        total_unscaled, _ = muzero_loss(network, batch, weight_decay=0.0, hidden_state_scale=1.0)
+        total_unscaled, _, _ = muzero_loss(network, batch, weight_decay=0.0, hidden_state_scale=1.0)
     unscaled = tape.gradient(total_unscaled, representation)
     assert not np.allclose(unscaled[0].numpy(), got[0].numpy(), rtol=1e-3)
 
 
 def test_weight_decay_is_l2_loss_of_all_weights():
     _, network, batch = _setup(3)
-    _, metrics = muzero_loss(network, batch, weight_decay=1e-4)
+    _, metrics, _ = muzero_loss(network, batch, weight_decay=1e-4)
     # tf.nn.l2_loss(w) = sum(w^2) / 2, over every trainable array, biases included.
     expected = 1e-4 * sum(0.5 * np.sum(v.numpy() ** 2) for v in network.trainable_variables)
     assert float(metrics["l2"]) == pytest.approx(expected, rel=1e-5)
@@ -181,8 +184,8 @@ def test_initial_step_has_no_reward_loss_and_absorbing_states_no_policy_loss():
     reward[:, 0] = np.roll(reward[:, 0], 1, axis=-1)
     policy = batch.target_policy.copy()
     policy[:, 3] = policy[:, 3, ::-1]
-    base, _ = muzero_loss(network, batch, 0.0)
-    changed, _ = muzero_loss(network, batch._replace(target_reward=reward, target_policy=policy), 0.0)
+    base, _, _ = muzero_loss(network, batch, 0.0)
+    changed, _, _ = muzero_loss(network, batch._replace(target_reward=reward, target_policy=policy), 0.0)
     assert float(base) == pytest.approx(float(changed), rel=1e-6)
 
 
@@ -195,3 +198,21 @@ def test_learner_step_does_not_retrace():
         learner.train_step(Batch(*(x[:size] for x in batch)))
     assert learner.tracing_count() == 1
     assert learner.training_step == 3 and network.training_steps() == 3
+
+
+def test_gradient_norm_summaries_every_interval():
+    config, network, batch = _setup(3)
+    config = config.replace(run=dataclasses.replace(config.run, grad_summary_interval=2))
+    learner = Learner(config, network, observation_size=4)
+    scalar = np.zeros(batch.target_value.shape[:2], np.float32)
+    batch = batch._replace(target_value=scalar, target_reward=scalar)
+    first, second = learner.train_step(batch), learner.train_step(batch)
+    # Steps 1 and 2 with interval 2: only step 2 carries the grad/ norms.
+    assert not any(name.startswith("grad/") for name in first)
+    names = {f"grad/hidden_state_step_{k}" for k in range(K + 1)} | {
+        "grad/representation_norm", "grad/dynamics_norm", "grad/prediction_norm", "grad/global_norm"}
+    assert names <= set(second)
+    # The global norm is the root of the summed squares of the three functions' norms.
+    parts = [second[f"grad/{n}_norm"] for n in ("representation", "dynamics", "prediction")]
+    assert second["grad/global_norm"] == pytest.approx(np.sqrt(np.sum(np.square(parts))), rel=1e-5)
+    assert learner.tracing_count() == 1
