@@ -17,8 +17,10 @@ from absl import app, logging
 from absl.flags import argparse_flags
 
 from muzero.config_io import ConfigError, load_config
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, complete_steps
 
 EXIT_USAGE = 2
+EXIT_STOPPED = 1
 DEFAULT_CONFIG = "configs/cartpole.yaml"
 
 
@@ -33,11 +35,15 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=argparse.ArgumentParser)
 
     train = commands.add_parser("train", help="train from a YAML config")
-    train.add_argument("--config", default=DEFAULT_CONFIG, help="YAML config file (default: %(default)s)")
+    train.add_argument("--config", default=None,
+                       help=f"YAML config file (default: {DEFAULT_CONFIG}, or the run's own config with --resume)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key, e.g. --set train.batch_size=64 (repeatable)")
     train.add_argument("--logdir", default=None,
                        help="run directory (default: runs/<config name>-<date-time>); must be new or empty")
+    train.add_argument("--resume", default=None, metavar="RUN_DIR",
+                       help="continue RUN_DIR from its newest complete checkpoint (same step counter, "
+                            "learning-rate position, replay contents and TensorBoard run)")
 
     evaluate = commands.add_parser("evaluate", help="greedy episodes with a run's latest checkpoint")
     evaluate.add_argument("--run", required=True, help="run directory written by `muzero train`")
@@ -54,56 +60,143 @@ def prepare_run_dir(logdir: Path) -> None:
         raise UsageError(f"{logdir}: run directory already holds files; choose a new --logdir")
     try:
         logdir.mkdir(parents=True, exist_ok=True)
-        probe = logdir / ".write_test"
-        probe.write_text("")
-        probe.unlink()
     except OSError as error:
         raise UsageError(f"{logdir}: cannot write run directory ({error.strerror})") from None
+    _check_writable(logdir)
 
 
 def command_train(args: argparse.Namespace) -> int:
     from muzero.environment import EnvironmentSpecError, check_environment
 
-    config = load_config(args.config, args.set)
+    if args.resume is not None:
+        if args.logdir is not None:
+            raise UsageError("--logdir and --resume: give one (a resumed run stays in its own directory)")
+        logdir, config = _resume_config(Path(args.resume), args)
+        where = args.config or str(logdir / CONFIG_FILE)
+    else:
+        config_path = args.config or DEFAULT_CONFIG
+        config = load_config(config_path, args.set)
+        where = config_path
+        logdir = Path(args.logdir) if args.logdir else \
+            Path("runs") / f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         observation_shape = check_environment(config.game.id, config.action_space_size)
     except EnvironmentSpecError as error:
-        raise UsageError(f"{args.config}: game.id: {error}") from None
-    logdir = Path(args.logdir) if args.logdir else Path("runs") / f"{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    prepare_run_dir(logdir)
+        raise UsageError(f"{where}: game.id: {error}") from None
+    if args.resume is None:
+        prepare_run_dir(logdir)
+    else:
+        _check_writable(logdir)
 
-    from muzero.runner import train
+    from muzero.checkpoints import CheckpointError
+    from muzero.runner import RunStopped, train
 
     logging.info("run directory %s; watch it with: tensorboard --logdir %s", logdir, logdir.parent)
-    result = train(config, logdir, observation_shape)
+    try:
+        result = train(config, logdir, observation_shape, resume=args.resume is not None)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    except RunStopped as error:
+        print(f"muzero train: stopped: {error}", file=sys.stderr)
+        return EXIT_STOPPED
+    if result["stopped_by"]:
+        logging.info("stopped by %s at training step %d with a final checkpoint; continue with: "
+                     "muzero train --resume %s", result["stopped_by"], result["training_step"], logdir)
+        return 0
     logging.info("done: %d training steps, %d games, %d moves in %.0fs; greedy return %.1f +- %.1f",
                  result["training_step"], result["games"], result["env_steps"], result["wall_seconds"],
                  result["mean_return"], result["std_return"])
     return 0
 
 
+def _resume_config(run_dir: Path, args: argparse.Namespace):
+    """The config to resume `run_dir` with: its saved config (or --config) plus --set.
+
+    A changed network shape is refused, naming the variables that differ; other changes
+    are allowed and printed as a diff against the saved config.
+    """
+    from muzero.config_io import config_to_dict
+    from muzero.network import variable_shapes
+
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise UsageError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
+    if not complete_steps(run_dir / CHECKPOINT_DIR):
+        raise UsageError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint to resume from")
+    saved = load_config(run_dir / CONFIG_FILE)
+    config = load_config(args.config or run_dir / CONFIG_FILE, args.set)
+
+    def shapes(c):
+        from muzero.environment import check_environment
+
+        observation_size = 1
+        for dim in check_environment(c.game.id, c.action_space_size):
+            observation_size *= dim
+        return variable_shapes(observation_size, c.action_space_size, c.network.hidden_state_size,
+                               c.network.hidden_layers, c.network.support_size)
+
+    old_shapes, new_shapes = shapes(saved), shapes(config)
+    differ = [f"{name} {old_shapes.get(name)} -> {new_shapes.get(name)}"
+              for name in sorted(set(old_shapes) | set(new_shapes)) if old_shapes.get(name) != new_shapes.get(name)]
+    if differ:
+        raise UsageError(f"{run_dir}: cannot resume with a different network shape: {'; '.join(differ)}")
+    for key, (old, new) in _diff(config_to_dict(saved), config_to_dict(config)).items():
+        logging.info("config changed on resume: %s: %r -> %r", key, old, new)
+    return run_dir, config
+
+
+def _diff(old: dict, new: dict, prefix: str = "") -> dict:
+    out = {}
+    for key in old.keys() | new.keys():
+        path = f"{prefix}{key}"
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.update(_diff(a, b, path + "."))
+        elif a != b:
+            out[path] = (a, b)
+    return dict(sorted(out.items()))
+
+
+def _check_writable(run_dir: Path) -> None:
+    try:
+        probe = run_dir / ".write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(f"{run_dir}: cannot write run directory ({error.strerror})") from None
+
+
 def command_evaluate(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     if args.episodes < 1:
         raise UsageError(f"--episodes: expected an integer >= 1, got {args.episodes}")
-    if not (run_dir / "config.yaml").is_file():
-        raise UsageError(f"{run_dir}: not a run directory (no config.yaml)")
-    if not (run_dir / "checkpoints" / "checkpoint").is_file():
-        raise UsageError(f"{run_dir / 'checkpoints'}: no checkpoint found")
-    load_config(run_dir / "config.yaml")
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise UsageError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
+    if not complete_steps(run_dir / CHECKPOINT_DIR):
+        raise UsageError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint")
+    load_config(run_dir / CONFIG_FILE)
 
+    from muzero.checkpoints import CheckpointError
     from muzero.runner import evaluate
 
-    returns, step = evaluate(run_dir, args.episodes, args.seed)
+    try:
+        returns, step = evaluate(run_dir, args.episodes, args.seed)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
     print(f"mean return {returns.mean():.1f} +- {returns.std():.1f} over {len(returns)} greedy episodes "
           f"(checkpoint at training step {step})")
     return 0
 
 
+def _drop_library_info(record: std_logging.LogRecord) -> bool:
+    quiet = ("/tensorflow/", "/keras/")
+    return record.levelno >= std_logging.WARNING or not any(part in record.pathname for part in quiet)
+
+
 def main(args: argparse.Namespace) -> int:
     logging.set_verbosity(logging.INFO)
-    # TensorFlow's Python INFO messages (checkpoint sharding, ...) are noise here.
-    std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)
+    # TensorFlow's and Keras' own INFO messages (checkpoint sharding, ...) are noise here;
+    # they arrive through absl logging, so filter them by where they come from.
+    logging.get_absl_handler().addFilter(_drop_library_info)
     try:
         if args.command == "train":
             return command_train(args)

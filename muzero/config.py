@@ -104,6 +104,11 @@ class TrainConfig:
     lr_init: float = field(default=0.05, metadata=_range(gt=0.0))
     lr_decay_rate: float = field(default=0.1, metadata=_range(gt=0.0, max=1.0))
     lr_decay_steps: float = field(default=350e3, metadata=_range(gt=0.0))
+    # A NaN or Inf in the loss or gradients: "skip" the update (weights unchanged,
+    # counted as train/nonfinite_skips) or "stop" the run. Skipping stops too after
+    # this many consecutive non-finite steps.
+    nonfinite: str = field(default="skip", metadata=_range(choices=("skip", "stop")))
+    max_consecutive_nonfinite: int = field(default=10, metadata=_range(min=1))
     # Not in the pseudocode (its actors and learner run concurrently): in one
     # process, training steps taken per self-play move, kept as a running ratio.
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))

@@ -25,12 +25,12 @@ class Environment:
         self.action_space_size = int(space.n)
         self.observation_shape = tuple(self._env.observation_space.shape)
         self._seed = seed
-        self._episodes = 0
+        self.episodes = 0
 
     def reset(self) -> np.ndarray:
         # A distinct, reproducible seed per episode.
-        observation, _ = self._env.reset(seed=self._seed * 1_000_003 + self._episodes)
-        self._episodes += 1
+        observation, _ = self._env.reset(seed=self._seed * 1_000_003 + self.episodes)
+        self.episodes += 1
         return np.asarray(observation, np.float32)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool]:

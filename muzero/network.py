@@ -187,3 +187,26 @@ class NumpyMLPNetwork(Network):
 
     def training_steps(self) -> int:
         return self._steps
+
+
+def variable_shapes(observation_size: int, action_space_size: int, hidden_state_size: int,
+                    hidden_layers: tuple[int, ...], support_size: int) -> dict[str, tuple[int, ...]]:
+    """Shapes of `muzero.models.MLPNetwork`'s weights by name, computed without TensorFlow.
+
+    Returns:
+      {"function/layer/kernel" or ".../bias": shape}.
+    """
+    bins = 2 * support_size + 1 if support_size else 1
+    functions = {
+        "representation": (observation_size, {"state": hidden_state_size}),
+        "dynamics": (hidden_state_size + action_space_size, {"state": hidden_state_size, "reward": bins}),
+        "prediction": (hidden_state_size, {"policy": action_space_size, "value": bins}),
+    }
+    shapes = {}
+    for name, (width, heads) in functions.items():
+        for i, units in enumerate(hidden_layers):
+            shapes[f"{name}/hidden_{i}/kernel"], shapes[f"{name}/hidden_{i}/bias"] = (width, units), (units,)
+            width = units
+        for head, units in heads.items():
+            shapes[f"{name}/{head}/kernel"], shapes[f"{name}/{head}/bias"] = (width, units), (units,)
+    return shapes

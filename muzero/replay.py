@@ -55,6 +55,14 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return len(self.buffer)
 
+    def state_dict(self) -> dict:
+        """The buffer's contents as plain, picklable data (for checkpoints)."""
+        return {"games": list(self.buffer), "games_saved": self.games_saved}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.buffer = collections.deque(state["games"], maxlen=self.window_size)
+        self.games_saved = state["games_saved"]
+
     def num_positions(self) -> int:
         return sum(len(game) for game in self.buffer)
 

@@ -1,19 +1,26 @@
-"""The training run: self-play and learner in one process, plus greedy evaluation.
+"""The training run: self-play and learner in one process, resumable, with greedy evaluation.
 
 The pseudocode runs actors (`run_selfplay`) and the learner (`train_network`)
 concurrently, talking through `SharedStorage` (networks) and `ReplayBuffer`
-(games). Here they alternate in one process: play one game with the newest
-published network, save it, then train until the number of training steps
-reaches `train.steps_per_move` times the moves played so far. The pieces only
-exchange plain data (games, numpy weights), so they can later run apart.
+(games). Here they alternate in one process: train until the number of training
+steps reaches `train.steps_per_move` times the moves played so far, then play one
+game with the newest published network and save it. The pieces exchange only plain
+data (games, numpy weights), so they can later run apart.
+
+Everything the loop depends on (weights, optimizer, replay buffer, RNG states,
+counters) is in each checkpoint, so a resumed run continues exactly where the
+checkpoint was taken. Evaluation uses its own RNG and environment: it never
+changes the training trajectory.
 """
 
 from __future__ import annotations
 
 import csv
-import os
+import random
+import signal
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,27 +30,33 @@ from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_yaml
 from muzero.environment import Environment
 from muzero.network import Network
-from muzero.replay import ReplayBuffer
+from muzero.replay import Batch, ReplayBuffer
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE
 from muzero.selfplay import play_game
 from muzero.storage import SharedStorage
 
-CONFIG_FILE = "config.yaml"
-CHECKPOINT_DIR = "checkpoints"
-EVAL_FILE = "eval.csv"
+EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "mean_return", "std_return"]
+STATE_VERSION = 1
 
 
-def seed_everything(seed: int) -> np.random.Generator:
+class RunStopped(RuntimeError):
+    """The run stopped on purpose (non-finite values); the message is one line for the user."""
+
+
+def seed_everything(seed: int) -> None:
     import keras
+    import tensorflow as tf
 
     keras.utils.set_random_seed(seed)  # Python, numpy and TensorFlow global seeds.
-    return np.random.default_rng(seed)
+    # tf.random.Generator's global instance is not covered by set_seed; it is checkpointed.
+    tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
 
 
 def write_atomically(path: Path, text: str) -> None:
     """Writes `text` to `path` through a temporary file and a rename."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp.replace(path)
 
 
 def evaluate_network(config: MuZeroConfig, network: Network, environment: Environment, episodes: int,
@@ -53,142 +66,257 @@ def evaluate_network(config: MuZeroConfig, network: Network, environment: Enviro
                      for _ in range(episodes)])
 
 
-class _Progress:
-    """Rates and recent returns for the progress line and TensorBoard."""
-
-    def __init__(self):
-        self.start = self.last_print = time.time()
-        self.returns: deque[float] = deque(maxlen=20)
-        self.selfplay_seconds = 0.0
-        self.train_seconds = 0.0
-        self.moves = 0
-        self.steps_at_print, self.moves_at_print = 0, 0
-
-
-def train(config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...]) -> dict:
-    """Trains until `train.training_steps`; returns the final evaluation and counters.
+class Trainer:
+    """One training run in `run_dir`, fresh or resumed from its newest complete checkpoint.
 
     Args:
       config: validated configuration.
-      run_dir: created and writable; receives config.yaml, TensorBoard events,
-        checkpoints/ and eval.csv.
+      run_dir: created and writable.
       observation_shape: the environment's observation shape.
+      resume: restore the newest complete checkpoint of `run_dir`.
+      batch_hook: tests only: transforms each sampled batch (fault injection).
     """
-    from muzero.checkpoints import Checkpointer
-    from muzero.models import MLPNetwork
-    from muzero.summaries import Summaries
-    from muzero.training import Learner
 
-    rng = seed_everything(config.run.seed)
-    observation_size = int(np.prod(observation_shape))
-    environment = Environment(config.game.id, config.run.seed)
-    eval_environment = Environment(config.game.id, config.run.seed + 1)
-    network = MLPNetwork(config, observation_size)
-    learner = Learner(config, network, observation_size)
-    storage = SharedStorage(config.action_space_size)
-    replay_buffer = ReplayBuffer(config, rng)
-    checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, network, learner.optimizer, config.run.max_checkpoints)
-    summaries = Summaries(str(run_dir))
-    config_text = config_to_yaml(config)
-    write_atomically(run_dir / CONFIG_FILE, config_text)
-    summaries.text("config", "```\n" + config_text + "\n```")
-    eval_path = run_dir / EVAL_FILE
-    with open(eval_path, "w", newline="") as f:
-        csv.writer(f).writerow(["training_step", "env_steps", "games", "wall_seconds", "mean_return", "std_return"])
+    def __init__(self, config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...], resume: bool = False,
+                 batch_hook: Callable[[Batch], Batch] | None = None):
+        from muzero.checkpoints import Checkpointer
+        from muzero.models import MLPNetwork
+        from muzero.summaries import Summaries
+        from muzero.training import Learner
 
-    train_cfg = config.train
-    storage.save_network(0, network)
-    progress = _Progress()
-    last_metrics: dict[str, float] = {}
-    last_eval = None
+        self.config = config
+        self.run_dir = run_dir
+        self.batch_hook = batch_hook
+        seed = config.run.seed
+        seed_everything(seed)
+        self.rng = np.random.default_rng(seed)
+        self.eval_rng = np.random.default_rng([seed, 1])
+        observation_size = int(np.prod(observation_shape))
+        self.environment = Environment(config.game.id, seed)
+        self.eval_environment = Environment(config.game.id, seed + 1)
+        self.network = MLPNetwork(config, observation_size)
+        self.learner = Learner(config, self.network, observation_size)
+        self.storage = SharedStorage(config.action_space_size)
+        self.replay_buffer = ReplayBuffer(config, self.rng)
+        self.checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, self.network, self.learner.optimizer,
+                                         config.run.max_checkpoints)
+        self.counters = {"env_steps": 0, "wall_seconds": 0.0, "nonfinite_skips": 0}
+        self.consecutive_nonfinite = 0
+        self.stop_signal: str | None = None
+        self.last_saved_step = -1
 
-    def run_eval(step: int) -> np.ndarray:
-        returns = evaluate_network(config, storage.latest_network(), eval_environment, config.run.eval_episodes, rng)
-        wall = time.time() - progress.start
-        summaries.scalars(step, {"eval/mean_return": returns.mean(), "eval/std_return": returns.std()})
-        with open(eval_path, "a", newline="") as f:
-            csv.writer(f).writerow([step, progress.moves, replay_buffer.games_saved, f"{wall:.1f}",
-                                    f"{returns.mean():.2f}", f"{returns.std():.2f}"])
-        logging.info("eval at step %d: greedy return %.1f +- %.1f over %d episodes (%.0fs)",
-                     step, returns.mean(), returns.std(), len(returns), wall)
-        return returns
+        if resume:
+            step, state = self.checkpointer.restore()
+            self._load_state(state)
+            self.last_saved_step = step
+            logging.info("resumed from %s at training step %d (%d games, %d moves)",
+                         self.checkpointer.directory / f"ckpt-{step}", step, self.replay_buffer.games_saved,
+                         self.counters["env_steps"])
+            _truncate_eval_csv(run_dir / EVAL_FILE, step)
+            Summaries.truncate_after(str(run_dir), step)
+        self.summaries = Summaries(str(run_dir))
+        config_text = config_to_yaml(config)
+        write_atomically(run_dir / CONFIG_FILE, config_text)
+        if not resume:
+            self.summaries.text("config", "```\n" + config_text + "\n```")
+            with open(run_dir / EVAL_FILE, "w", newline="") as f:
+                csv.writer(f).writerow(EVAL_COLUMNS)
+        self.storage.save_network(self.learner.training_step, self.network)
+        self.returns: deque[float] = deque(maxlen=20)
+        self.last_metrics: dict[str, float] = {}
+        self.last_eval: np.ndarray | None = None
+        self.last_eval_step = -1
 
-    def publish(step: int) -> None:
-        storage.save_network(step, network)
-        checkpointer.save(step, replay_buffer.games_saved, progress.moves)
+    # ----- state that makes a resume exact -----
 
-    while learner.training_step < train_cfg.training_steps:
-        # Self-play: one game with the newest published network.
-        started = time.time()
-        game = play_game(config, storage.latest_network(), environment, rng)
+    def _state(self) -> dict:
+        return {
+            "version": STATE_VERSION,
+            "rng": self.rng.bit_generator.state,
+            "eval_rng": self.eval_rng.bit_generator.state,
+            "python_random": random.getstate(),
+            "numpy_global": np.random.get_state(),
+            "environment_episodes": (self.environment.episodes, self.eval_environment.episodes),
+            "replay": self.replay_buffer.state_dict(),
+            "counters": dict(self.counters),
+        }
+
+    def _load_state(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.eval_rng.bit_generator.state = state["eval_rng"]
+        random.setstate(state["python_random"])
+        np.random.set_state(state["numpy_global"])
+        self.environment.episodes, self.eval_environment.episodes = state["environment_episodes"]
+        self.replay_buffer.load_state_dict(state["replay"])
+        self.counters.update(state["counters"])
+        self.network.steps = self.learner.training_step
+
+    def save_checkpoint(self) -> None:
+        step = self.learner.training_step
+        if step == self.last_saved_step:
+            return
+        self.checkpointer.save(step, self._state())
+        self.last_saved_step = step
+
+    # ----- the loop -----
+
+    def run(self) -> dict:
+        """Trains until `train.training_steps` or a stop signal; returns the final figures."""
+        train_cfg = self.config.train
+        self.started = time.time() - self.counters["wall_seconds"]
+        self.last_print, self.steps_at_print, self.moves_at_print = time.time(), self.learner.training_step, \
+            self.counters["env_steps"]
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while self.learner.training_step < train_cfg.training_steps and self.stop_signal is None:
+                self._train_to_ratio()
+                if self.learner.training_step >= train_cfg.training_steps or self.stop_signal is not None:
+                    break
+                self._play_one_game()
+                self._maybe_print_progress()
+            # Final checkpoint; a second Ctrl-C while it is written is ignored.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.counters["wall_seconds"] = time.time() - self.started
+            self.publish()
+            if self.stop_signal is None and self.last_eval_step != self.learner.training_step:
+                self._evaluate(self.learner.training_step)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.summaries.close()
+        evaluation = self.last_eval if self.last_eval is not None else np.array([np.nan])
+        return {"training_step": self.learner.training_step, "games": self.replay_buffer.games_saved,
+                "env_steps": self.counters["env_steps"], "mean_return": float(evaluation.mean()),
+                "std_return": float(evaluation.std()), "wall_seconds": time.time() - self.started,
+                "stopped_by": self.stop_signal, "nonfinite_skips": self.counters["nonfinite_skips"]}
+
+    def _on_signal(self, signum: int, frame) -> None:
+        self.stop_signal = signal.Signals(signum).name
+        logging.warning("%s received: stopping after the current step with a final checkpoint", self.stop_signal)
+
+    def publish(self) -> None:
+        """Publishes the network to self-play and writes a checkpoint (pseudocode: save_network)."""
+        self.storage.save_network(self.learner.training_step, self.network)
+        self.save_checkpoint()
+
+    def _train_to_ratio(self) -> None:
+        """Learner: train while behind `steps_per_move` training steps per self-play move."""
+        config, train_cfg = self.config, self.config.train
+        if len(self.replay_buffer) < config.replay.min_games:
+            return
+        target = min(int(self.counters["env_steps"] * train_cfg.steps_per_move), train_cfg.training_steps)
+        started, steps_before = time.time(), self.learner.training_step
+        while self.learner.training_step < target and self.stop_signal is None:
+            batch = self.replay_buffer.sample_batch(train_cfg.num_unroll_steps, train_cfg.td_steps)
+            if self.batch_hook is not None:
+                batch = self.batch_hook(batch)
+            metrics = self.learner.train_step(batch)
+            if not metrics.pop("train/finite"):
+                self._on_nonfinite(metrics)
+                continue
+            self.consecutive_nonfinite = 0
+            self.last_metrics = metrics
+            step = self.learner.training_step
+            if step % 10 == 0 or step == target or any(name.startswith("grad/") for name in metrics):
+                self.summaries.scalars(step, metrics)
+                self.summaries.scalars(step, {"train/lr": float(self.learner.optimizer.learning_rate)})
+            if step % train_cfg.checkpoint_interval == 0:
+                self.counters["wall_seconds"] = time.time() - self.started
+                self.publish()
+            if config.run.eval_interval and step % config.run.eval_interval == 0:
+                self._evaluate(step)
         seconds = time.time() - started
-        progress.selfplay_seconds += seconds
-        replay_buffer.save_game(game)
-        progress.moves += len(game)
-        progress.returns.append(game.episode_return())
-        step = learner.training_step
-        summaries.scalars(step, {
+        if self.learner.training_step > steps_before:
+            self.summaries.scalars(self.learner.training_step, {
+                "train/steps_per_sec": (self.learner.training_step - steps_before) / max(seconds, 1e-9)})
+
+    def _on_nonfinite(self, metrics: dict) -> None:
+        """A skipped update: count it, and stop when the policy or the bound says so."""
+        step = self.learner.training_step
+        self.counters["nonfinite_skips"] += 1
+        self.consecutive_nonfinite += 1
+        self.summaries.scalars(step, {"train/nonfinite_skips": self.counters["nonfinite_skips"]})
+        train_cfg = self.config.train
+        last_good = (self.checkpointer.directory / f"ckpt-{self.last_saved_step}"
+                     if self.last_saved_step >= 0 else "none yet")
+        if train_cfg.nonfinite == "stop":
+            raise RunStopped(f"non-finite loss or gradient at training step {step + 1} "
+                             f"(loss/total={metrics.get('loss/total')}); last good checkpoint: {last_good}")
+        logging.warning("non-finite loss or gradient at training step %d: update skipped (%d in a row)",
+                        step + 1, self.consecutive_nonfinite)
+        if self.consecutive_nonfinite >= train_cfg.max_consecutive_nonfinite:
+            raise RunStopped(f"{self.consecutive_nonfinite} consecutive non-finite updates up to training step "
+                             f"{step + 1} (train.max_consecutive_nonfinite); last good checkpoint: {last_good}")
+
+    def _play_one_game(self) -> None:
+        """Self-play: one game with the newest published network, saved to replay."""
+        started = time.time()
+        game = play_game(self.config, self.storage.latest_network(), self.environment, self.rng)
+        seconds = time.time() - started
+        self.replay_buffer.save_game(game)
+        self.counters["env_steps"] += len(game)
+        self.returns.append(game.episode_return())
+        self.summaries.scalars(self.learner.training_step, {
             "selfplay/episode_return": game.episode_return(),
             "selfplay/episode_length": len(game),
             "selfplay/moves_per_sec": len(game) / max(seconds, 1e-9),
-            "replay/games": len(replay_buffer),
-            "replay/games_saved": replay_buffer.games_saved,
-            "selfplay/env_steps": progress.moves,
+            "selfplay/env_steps": self.counters["env_steps"],
+            "replay/games": len(self.replay_buffer),
+            "replay/games_saved": self.replay_buffer.games_saved,
             "mcts/root_value": float(np.mean(game.root_values)),
         })
 
-        # Learner: catch up with the training-steps-per-move ratio.
-        if len(replay_buffer) >= config.replay.min_games:
-            target = min(int(progress.moves * train_cfg.steps_per_move), train_cfg.training_steps)
-            started = time.time()
-            steps_before = learner.training_step
-            while learner.training_step < target:
-                batch = replay_buffer.sample_batch(train_cfg.num_unroll_steps, train_cfg.td_steps)
-                last_metrics = learner.train_step(batch)
-                step = learner.training_step
-                if step % 10 == 0 or step == target or any(name.startswith("grad/") for name in last_metrics):
-                    summaries.scalars(step, last_metrics)
-                    summaries.scalars(step, {"train/lr": float(learner.optimizer.learning_rate)})
-                if step % train_cfg.checkpoint_interval == 0:
-                    publish(step)
-                if config.run.eval_interval and step % config.run.eval_interval == 0:
-                    last_eval = run_eval(step)
-            seconds = time.time() - started
-            progress.train_seconds += seconds
-            if learner.training_step > steps_before:
-                summaries.scalars(learner.training_step, {
-                    "train/steps_per_sec": (learner.training_step - steps_before) / max(seconds, 1e-9)})
+    def _evaluate(self, step: int) -> np.ndarray:
+        returns = evaluate_network(self.config, self.storage.latest_network(), self.eval_environment,
+                                   self.config.run.eval_episodes, self.eval_rng)
+        wall = time.time() - self.started
+        self.summaries.scalars(step, {"eval/mean_return": returns.mean(), "eval/std_return": returns.std()})
+        with open(self.run_dir / EVAL_FILE, "a", newline="") as f:
+            csv.writer(f).writerow([step, self.counters["env_steps"], self.replay_buffer.games_saved, f"{wall:.1f}",
+                                    f"{returns.mean():.2f}", f"{returns.std():.2f}"])
+        logging.info("eval at step %d: greedy return %.1f +- %.1f over %d episodes (%.0fs)",
+                     step, returns.mean(), returns.std(), len(returns), wall)
+        self.last_eval, self.last_eval_step = returns, step
+        return returns
 
+    def _maybe_print_progress(self) -> None:
         now = time.time()
-        if now - progress.last_print >= config.run.log_every_seconds:
-            _print_progress(config, progress, learner.training_step, replay_buffer, last_metrics, now)
+        interval = now - self.last_print
+        if interval < self.config.run.log_every_seconds:
+            return
+        step, moves = self.learner.training_step, self.counters["env_steps"]
+        metrics = self.last_metrics
+        recent = np.mean(self.returns) if self.returns else float("nan")
+        loss = (f"loss {metrics['loss/total']:.3f} (v {metrics['loss/value']:.3f} r {metrics['loss/reward']:.3f} "
+                f"p {metrics['loss/policy']:.3f})") if metrics else "loss -"
+        logging.info("step %d/%d | games %d | moves %d | return(last %d) %.1f | %s | %.0f moves/s %.1f steps/s | %.0fs",
+                     step, self.config.train.training_steps, self.replay_buffer.games_saved, moves, len(self.returns),
+                     recent, loss, (moves - self.moves_at_print) / interval, (step - self.steps_at_print) / interval,
+                     now - self.started)
+        self.last_print, self.steps_at_print, self.moves_at_print = now, step, moves
 
-    step = learner.training_step
-    publish(step)
-    if last_eval is None or not (config.run.eval_interval and step % config.run.eval_interval == 0):
-        last_eval = run_eval(step)
-    summaries.close()
-    return {"training_step": step, "games": replay_buffer.games_saved, "env_steps": progress.moves,
-            "mean_return": float(last_eval.mean()), "std_return": float(last_eval.std()),
-            "wall_seconds": time.time() - progress.start}
+
+def _truncate_eval_csv(path: Path, step: int) -> None:
+    """Drops evaluations logged after `step` (they happened after the checkpoint resumed from)."""
+    if not path.is_file():
+        return
+    with open(path, newline="") as f:
+        rows = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
 
 
-def _print_progress(config: MuZeroConfig, progress: _Progress, step: int, replay_buffer: ReplayBuffer,
-                    metrics: dict, now: float) -> None:
-    interval = now - progress.last_print
-    steps_rate = (step - progress.steps_at_print) / interval
-    moves_rate = (progress.moves - progress.moves_at_print) / interval
-    recent = np.mean(progress.returns) if progress.returns else float("nan")
-    loss = (f"loss {metrics['loss/total']:.3f} (v {metrics['loss/value']:.3f} r {metrics['loss/reward']:.3f} "
-            f"p {metrics['loss/policy']:.3f})") if metrics else "loss -"
-    logging.info("step %d/%d | games %d | moves %d | return(last %d) %.1f | %s | %.0f moves/s %.1f steps/s | %.0fs",
-                 step, config.train.training_steps, replay_buffer.games_saved, progress.moves,
-                 len(progress.returns), recent, loss, moves_rate, steps_rate, now - progress.start)
-    progress.last_print, progress.steps_at_print, progress.moves_at_print = now, step, progress.moves
+def train(config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...], resume: bool = False) -> dict:
+    """Runs (or resumes) training in `run_dir`; see `Trainer`."""
+    return Trainer(config, run_dir, observation_shape, resume=resume).run()
 
 
 def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarray, int]:
-    """Greedy episodes with the run's latest checkpoint; returns (returns, training step)."""
+    """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step)."""
     from muzero.checkpoints import Checkpointer
     from muzero.config_io import load_config
     from muzero.models import MLPNetwork
@@ -197,9 +325,6 @@ def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarra
     environment = Environment(config.game.id, seed)
     observation_size = int(np.prod(environment.observation_shape))
     network = MLPNetwork(config, observation_size)
-    checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None)
-    if checkpointer.restore_latest(expect_partial=True) is None:
-        raise FileNotFoundError(f"{run_dir / CHECKPOINT_DIR}: no checkpoint found")
-    step = int(checkpointer.step.numpy())
+    step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
     rng = np.random.default_rng(seed)
     return evaluate_network(config, network.numpy_network(step), environment, episodes, rng), step

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import tensorflow as tf
 
@@ -31,3 +33,27 @@ class Summaries:
 
     def close(self) -> None:
         self._writer.close()
+
+    @staticmethod
+    def truncate_after(logdir: str, step: int) -> None:
+        """Drops events logged after `step` from the event files in `logdir`.
+
+        Used on resume: what was logged between the checkpoint and the crash is
+        logged again by the resumed run, so TensorBoard shows each step once. Each
+        file is rewritten through a temporary file and a rename; a record cut short
+        by the crash ends the file.
+        """
+        for path in sorted(Path(logdir).glob("events.out.tfevents.*")):
+            kept = []
+            try:
+                for record in tf.data.TFRecordDataset(str(path)):
+                    event = tf.compat.v1.Event.FromString(record.numpy())
+                    if event.step <= step or event.HasField("file_version"):
+                        kept.append(record.numpy())
+            except tf.errors.DataLossError:
+                pass
+            tmp = path.with_name(path.name + ".tmp")
+            with tf.io.TFRecordWriter(str(tmp)) as writer:
+                for record in kept:
+                    writer.write(record)
+            os.replace(tmp, path)

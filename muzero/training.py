@@ -12,6 +12,7 @@ Documented choices (SPEC.md asks for them to be explicit):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import keras
@@ -64,9 +65,14 @@ def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
 # K unrolled steps together about as heavy as the initial step; the 0.5 on the
 # hidden state halves the gradient flowing back through each dynamics step, so
 # that the gradient reaching the start does not grow with K.
-def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float,
-                hidden_state_scale: float = 0.5) -> tuple[tf.Tensor, dict, list]:
+def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float, hidden_state_scale: float = 0.5,
+                hidden_state_gradient: Callable[[tf.Tensor], tf.Tensor] | None = None) -> tuple[tf.Tensor, dict, list]:
     """The loss of `update_weights`, with per-part values for logging.
+
+    Args:
+      hidden_state_scale: the pseudocode's 0.5 on the hidden state after each dynamics step.
+      hidden_state_gradient: replaces `scale_gradient(., hidden_state_scale)` by another
+        op on that link (scripts/gradient_scaling_demo.py compares norm clipping).
 
     Returns:
       (total, metrics, hidden_states): total = batch mean of the summed step losses +
@@ -88,7 +94,10 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float,
         output = network.recurrent_inference(hidden_state, actions[:, k])
         predictions.append((1.0 / num_unroll_steps, output))
         hidden_states.append(output.hidden_state)
-        hidden_state = scale_gradient(output.hidden_state, hidden_state_scale)
+        if hidden_state_gradient is None:
+            hidden_state = scale_gradient(output.hidden_state, hidden_state_scale)
+        else:
+            hidden_state = hidden_state_gradient(output.hidden_state)
 
     loss = 0.0
     parts = {"value": 0.0, "reward": 0.0, "policy": 0.0}
@@ -117,14 +126,16 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float,
 
 def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, batch: Batch,
                    weight_decay: float, gradient_norms: bool = False) -> dict:
-    """One SGD step on `muzero_loss`.
+    """One SGD step on `muzero_loss`, skipped when the loss or a gradient is not finite.
 
     Args:
       gradient_norms: also return `grad/...` norms: of the loss gradient with respect to
         the hidden state of each unroll step, per function, and global.
 
     Returns:
-      {"loss/<part>": scalar, ...} plus the `grad/...` norms when asked.
+      {"loss/<part>": scalar, ...}, "train/finite" (1.0 when the update was applied,
+      0.0 when skipped: weights, momentum and step counter unchanged), plus the
+      `grad/...` norms when asked.
     """
     variables = network.trainable_variables
     with tf.GradientTape() as tape:
@@ -133,8 +144,14 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, b
         gradients, state_gradients = tape.gradient(total, (variables, hidden_states))
     else:
         gradients = tape.gradient(total, variables)
-    optimizer.apply_gradients(zip(gradients, variables))
+    finite = tf.logical_and(tf.math.is_finite(total), tf.math.is_finite(tf.linalg.global_norm(gradients)))
+
+    def apply() -> tf.Tensor:
+        optimizer.apply_gradients(zip(gradients, variables))
+        return tf.constant(1.0)
+
     out = {f"loss/{name}": value for name, value in metrics.items()}
+    out["train/finite"] = tf.cond(finite, apply, lambda: tf.constant(0.0))
     if gradient_norms:
         out.update(gradient_norm_metrics(network, gradients, state_gradients))
     return out

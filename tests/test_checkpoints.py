@@ -1,0 +1,146 @@
+"""Tests for muzero/checkpoints.py and the non-finite handling in muzero/runner.py (in process)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from muzero.checkpoints import Checkpointer, CheckpointError
+from muzero.config_io import load_config
+from muzero.models import MLPNetwork
+from muzero.run_dir import complete_steps
+from muzero.runner import RunStopped, Trainer
+from muzero.training import Learner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _checkpointer(tmp_path: Path, max_to_keep: int = 3):
+    config = load_config(ROOT / "configs" / "tiny.yaml")
+    network = MLPNetwork(config, observation_size=4)
+    learner = Learner(config, network, observation_size=4)
+    return Checkpointer(tmp_path / "checkpoints", network, learner.optimizer, max_to_keep), network
+
+
+def test_save_restore_and_keep_newest(tmp_path):
+    checkpointer, network = _checkpointer(tmp_path, max_to_keep=2)
+    values = {}
+    for step in (10, 20, 30):
+        network.trainable_variables[0].assign(np.full(network.trainable_variables[0].shape, step, np.float32))
+        checkpointer.save(step, {"step": step})
+        values[step] = network.trainable_variables[0].numpy().copy()
+    # max_to_keep 2: 10 is gone with its marker and state.
+    assert complete_steps(tmp_path / "checkpoints") == [30, 20]
+    assert not list((tmp_path / "checkpoints").glob("*-10.*"))
+    network.trainable_variables[0].assign(np.zeros(network.trainable_variables[0].shape, np.float32))
+    step, state = checkpointer.restore()
+    assert (step, state) == (30, {"step": 30})
+    np.testing.assert_array_equal(network.trainable_variables[0].numpy(), values[30])
+
+
+def test_pieces_without_marker_are_ignored_and_removed(tmp_path):
+    checkpointer, _ = _checkpointer(tmp_path)
+    checkpointer.save(10, {"step": 10})
+    directory = tmp_path / "checkpoints"
+    # A save killed before its marker: TF files and state present, no marker; plus temporaries.
+    for name in ("ckpt-20.index", "ckpt-20.data-00000-of-00001", "state-20.pkl", "state-30.pkl.tmp"):
+        (directory / name).write_bytes(b"partial")
+    assert complete_steps(directory) == [10]
+    fresh, _ = _checkpointer(tmp_path)
+    assert fresh.restore()[0] == 10
+    assert fresh.manager is not None  # opening the manager (before a first save) cleans up
+    assert sorted(p.name for p in directory.iterdir() if "20" in p.name or "30" in p.name) == []
+
+
+def test_corrupted_newest_is_named_and_previous_used(tmp_path, caplog):
+    checkpointer, _ = _checkpointer(tmp_path)
+    checkpointer.save(10, {"step": 10})
+    checkpointer.save(20, {"step": 20})
+    data = next((tmp_path / "checkpoints").glob("ckpt-20.data-*"))
+    data.write_bytes(data.read_bytes()[:16])  # truncated
+    with caplog.at_level(logging.WARNING):
+        step, state = _checkpointer(tmp_path)[0].restore()
+    assert (step, state) == (10, {"step": 10})
+    assert f"{data} is corrupted" in caplog.text
+    # A corrupted state file is named the same way.
+    (tmp_path / "checkpoints" / "state-10.pkl").write_bytes(b"\x80garbage")
+    with caplog.at_level(logging.WARNING), pytest.raises(CheckpointError, match="no complete checkpoint could be"):
+        _checkpointer(tmp_path)[0].restore()
+    assert "state-10.pkl is corrupted" in caplog.text
+
+
+def test_non_finite_weights_are_never_written(tmp_path):
+    checkpointer, network = _checkpointer(tmp_path)
+    variable = network.trainable_variables[2]
+    variable.assign(np.full(variable.shape, np.nan, np.float32))
+    with pytest.raises(CheckpointError, match=f"non-finite values in {variable.path}"):
+        checkpointer.save(10, {})
+    assert complete_steps(tmp_path / "checkpoints") == []
+    assert not list((tmp_path / "checkpoints").glob("*10*"))
+
+
+def _nan_after(n: int):
+    """Batch hook: the first n batches are clean, later ones carry a NaN observation."""
+    calls = {"n": 0}
+
+    def hook(batch):
+        calls["n"] += 1
+        if calls["n"] > n:
+            observation = batch.observation.copy()
+            observation[0, 0] = np.nan
+            return batch._replace(observation=observation)
+        return batch
+
+    return hook
+
+
+def _trainer(tmp_path: Path, *overrides: str, hook=None) -> Trainer:
+    config = load_config(ROOT / "configs" / "tiny.yaml", list(overrides))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return Trainer(config, run_dir, (4,), batch_hook=hook)
+
+
+def test_nonfinite_skip_leaves_weights_unchanged_and_stops_after_the_bound(tmp_path):
+    trainer = _trainer(tmp_path, "train.nonfinite=skip", "train.max_consecutive_nonfinite=3", hook=_nan_after(12))
+    with pytest.raises(RunStopped) as info:
+        trainer.run()
+    # 12 clean updates, then 3 NaN batches skipped: the step counter stays at 12.
+    assert trainer.learner.training_step == 12 and trainer.counters["nonfinite_skips"] == 3
+    assert str(info.value) == ("3 consecutive non-finite updates up to training step 13 "
+                               f"(train.max_consecutive_nonfinite); last good checkpoint: "
+                               f"{tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}")
+    assert all(np.isfinite(v.numpy()).all() for v in trainer.network.trainable_variables)
+
+
+def test_nonfinite_skip_changes_nothing(tmp_path):
+    trainer = _trainer(tmp_path, hook=_nan_after(0))
+    trainer.replay_buffer.save_game(trainer.environment and _random_game(trainer))
+    before = [v.numpy().copy() for v in trainer.learner.optimizer.variables]
+    weights = [v.numpy().copy() for v in trainer.network.trainable_variables]
+    batch = trainer.batch_hook(trainer.replay_buffer.sample_batch(3, 5))
+    metrics = trainer.learner.train_step(batch)
+    assert metrics["train/finite"] == 0.0 and not np.isfinite(metrics["loss/total"])
+    # Weights, momentum slots and the iteration counter are untouched.
+    for a, b in zip(weights, trainer.network.trainable_variables):
+        np.testing.assert_array_equal(a, b.numpy())
+    for a, b in zip(before, trainer.learner.optimizer.variables):
+        np.testing.assert_array_equal(a, b.numpy())
+
+
+def _random_game(trainer):
+    from muzero.network import make_uniform_network
+    from muzero.selfplay import play_game
+
+    return play_game(trainer.config, make_uniform_network(2), trainer.environment, np.random.default_rng(0))
+
+
+def test_nonfinite_stop_names_step_and_last_checkpoint(tmp_path):
+    trainer = _trainer(tmp_path, "train.nonfinite=stop", hook=_nan_after(15))
+    with pytest.raises(RunStopped) as info:
+        trainer.run()
+    assert str(info.value).startswith("non-finite loss or gradient at training step 16 (loss/total=nan); "
+                                      f"last good checkpoint: {tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}")

@@ -1,0 +1,227 @@
+"""Fault injection through the real command: SIGKILL, SIGTERM, corruption, exact resume."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from muzero.run_dir import complete_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "configs" / "tiny.yaml")
+pytestmark = pytest.mark.slow
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "muzero.cli", *args]
+
+
+def _env() -> dict:
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(_command(*args), env=_env(), capture_output=True, text=True, timeout=600, check=False,
+                          stdin=subprocess.DEVNULL)
+
+
+def _start(log: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(_command(*args), env=_env(), stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+
+
+def _wait_for_step(checkpoints: Path, step: int, process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if complete_steps(checkpoints) and complete_steps(checkpoints)[0] >= step:
+            return
+        assert process.poll() is None, "training exited early"
+        time.sleep(0.05)
+    raise AssertionError(f"no checkpoint >= {step} within {timeout}s")
+
+
+def _resumed_step(log: Path) -> int:
+    match = re.search(r"resumed from .*ckpt-(\d+) at training step (\d+)", log.read_text())
+    assert match, log.read_text()[-2000:]
+    assert match.group(1) == match.group(2)
+    return int(match.group(2))
+
+
+def test_sigkill_at_random_moments_then_resume(tmp_path):
+    run_dir, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    # A checkpoint every 2 steps makes kills during a save likely.
+    settings = ["--set", "train.training_steps=100000", "--set", "train.checkpoint_interval=2"]
+    process = _start(tmp_path / "log0", "train", "--config", TINY, "--logdir", str(run_dir), *settings)
+    _wait_for_step(checkpoints, 2, process)
+    rng = random.Random(0)
+    newest_seen = 0
+    for cycle in range(5):
+        time.sleep(rng.uniform(0.0, 1.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        newest = complete_steps(checkpoints)[0]
+        assert newest >= newest_seen  # the step counter never goes back past a complete checkpoint
+        newest_seen = newest
+        log = tmp_path / f"log{cycle + 1}"
+        process = _start(log, "train", "--resume", str(run_dir), *settings)
+        _wait_for_step(checkpoints, newest + 2, process)  # training goes on past it
+        assert _resumed_step(log) == newest
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 0
+    # Whatever was killed mid-save is gone; every marker has its files.
+    names = {p.name for p in checkpoints.iterdir()}
+    assert not [n for n in names if n.endswith(".tmp")]
+    for marker in checkpoints.glob("ckpt-*.complete"):
+        step = int(marker.name.split("-")[1].split(".")[0])
+        assert {f"ckpt-{step}.index", f"state-{step}.pkl"} <= names
+
+
+def _final_state(run_dir: Path) -> tuple[dict, dict]:
+    import tensorflow as tf
+
+    step = complete_steps(run_dir / "checkpoints")[0]
+    reader = tf.train.load_checkpoint(str(run_dir / "checkpoints" / f"ckpt-{step}"))
+    tensors = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+               if "save_counter" not in name}
+    state = pickle.loads((run_dir / "checkpoints" / f"state-{step}.pkl").read_bytes())
+    return tensors, state
+
+
+def _games(state: dict) -> list:
+    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations))
+            for g in state["replay"]["games"]]
+
+
+def test_exact_resume_equals_straight_run(tmp_path):
+    k, m = 20, 20
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    settings = ["--set", f"train.training_steps={k + m}", "--set", "train.checkpoint_interval=5"]
+    assert _run("train", "--config", TINY, "--logdir", str(straight), *settings).returncode == 0
+
+    process = _start(tmp_path / "log", "train", "--config", TINY, "--logdir", str(interrupted), *settings)
+    _wait_for_step(interrupted / "checkpoints", k, process)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    result = _run("train", "--resume", str(interrupted))
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    tensors_a, state_a = _final_state(straight)
+    tensors_b, state_b = _final_state(interrupted)
+    # Weights, optimizer slots (momentum) and the step counter (optimizer iterations).
+    assert tensors_a.keys() == tensors_b.keys()
+    # Keras keeps the momentum slots in optimizer/_variables/N and the step in _iterations.
+    assert any(name.startswith("optimizer/_variables/") for name in tensors_a)
+    assert tensors_a["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == k + m
+    for name in tensors_a:
+        np.testing.assert_array_equal(tensors_a[name], tensors_b[name], err_msg=name)
+    # Replay contents, counters (but wall-clock time) and RNG states.
+    for a, b in zip(_games(state_a), _games(state_b), strict=True):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert state_a["replay"]["games_saved"] == state_b["replay"]["games_saved"]
+    state_a["counters"].pop("wall_seconds"), state_b["counters"].pop("wall_seconds")
+    assert state_a["counters"] == state_b["counters"] and state_a["rng"] == state_b["rng"]
+
+
+def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
+    run_dir = tmp_path / "run"
+    process = _start(tmp_path / "log", "train", "--config", TINY, "--logdir", str(run_dir),
+                     "--set", "train.training_steps=100000", "--set", "train.checkpoint_interval=1000")
+    log = tmp_path / "log"
+    deadline = time.time() + 120
+    while "step " not in log.read_text() and time.time() < deadline:  # training has started
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 0
+    match = re.search(r"stopped by SIGTERM at training step (\d+) with a final checkpoint", log.read_text())
+    assert match, log.read_text()[-2000:]
+    assert complete_steps(run_dir / "checkpoints")[0] == int(match.group(1)) > 0
+
+
+def test_corrupted_newest_checkpoint_falls_back_via_cli(tmp_path):
+    run_dir = tmp_path / "run"
+    assert _run("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=20").returncode == 0
+    data = next((run_dir / "checkpoints").glob("ckpt-20.data-*"))
+    data.write_bytes(b"\0" * 8)
+    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=30")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"{data} is corrupted" in result.stderr
+    assert re.search(r"resumed from .*ckpt-10 at training step 10", result.stderr)
+
+
+def test_resume_input_errors(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(Path(TINY).read_text())
+    result = _run("train", "--resume", str(run_dir))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"muzero train: error: {run_dir / 'checkpoints'}: no complete checkpoint to resume from"
+    result = _run("train", "--resume", str(run_dir), "--logdir", str(tmp_path / "x"))
+    assert result.returncode == 2 and "give one" in result.stderr
+    result = _run("train", "--resume", str(tmp_path / "missing"))
+    assert result.returncode == 2 and "not a run directory" in result.stderr
+
+
+def test_resume_refuses_a_new_network_shape_and_prints_other_changes(tmp_path):
+    run_dir = tmp_path / "run"
+    assert _run("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=10").returncode == 0
+    result = _run("train", "--resume", str(run_dir), "--set", "network.hidden_state_size=5")
+    assert result.returncode == 2
+    # hidden state 4 -> 5: representation/state kernel (8, 4) -> (8, 5), dynamics input 4 + 2 -> 5 + 2, ...
+    assert "cannot resume with a different network shape: " in result.stderr
+    assert "representation/state/kernel (8, 4) -> (8, 5)" in result.stderr
+    assert "dynamics/hidden_0/kernel (6, 8) -> (7, 8)" in result.stderr
+    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=15", "--set", "train.lr_init=0.02")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "config changed on resume: train.lr_init: 0.01 -> 0.02" in result.stderr
+    assert "config changed on resume: train.training_steps: 10 -> 15" in result.stderr
+
+
+def _loss_scalars(run_dir: Path) -> list[tuple[int, str, float]]:
+    import tensorflow as tf
+
+    out = []
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag.startswith(("loss/", "selfplay/episode_return")):
+                    out.append((event.step, value.tag, float(tf.make_ndarray(value.tensor))))
+    return out
+
+
+def test_same_seed_same_numbers_different_seed_different(tmp_path):
+    runs = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        result = _run("train", "--config", TINY, "--logdir", str(tmp_path / name), "--set", f"run.seed={seed}",
+                      "--set", "train.training_steps=30")
+        assert result.returncode == 0
+        runs[name] = _loss_scalars(tmp_path / name)
+    assert len(runs["a"]) > 20
+    assert runs["a"] == runs["b"]
+    assert runs["a"] != runs["c"]
+
+
+def test_resumed_tensorboard_run_has_each_step_once(tmp_path):
+    run_dir = tmp_path / "run"
+    settings = ["--set", "train.training_steps=100000", "--set", "train.checkpoint_interval=10"]
+    process = _start(tmp_path / "log", "train", "--config", TINY, "--logdir", str(run_dir), *settings)
+    _wait_for_step(run_dir / "checkpoints", 30, process)
+    time.sleep(1.0)  # log some steps past the checkpoint, then crash
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    resumed_from = complete_steps(run_dir / "checkpoints")[0]
+    result = _run("train", "--resume", str(run_dir), "--set", f"train.training_steps={resumed_from + 20}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    steps = [step for step, tag, _ in _loss_scalars(run_dir) if tag == "loss/total"]
+    assert len(steps) == len(set(steps)), "a training step was logged twice"
+    assert max(steps) == resumed_from + 20
