@@ -1,0 +1,26 @@
+"""The scripts run (tiny settings), so they do not rot."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_gradient_scaling_demo_writes_csv_and_png(tmp_path):
+    out = tmp_path / "demo"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gradient_scaling_demo.py"), "--out", str(out),
+                             "--seeds", "1", "--max-k", "2"], capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = list(csv.DictReader(out.with_suffix(".csv").open()))
+    # 2 values of K x 4 variants x 2 parts.
+    assert len(rows) == 16
+    k1 = {float(r["median"]) for r in rows if r["K"] == "1" and r["part"] == "whole loss"}
+    assert len(k1) == 1  # at K = 1 no link is scaled: every variant gives the same gradient
+    assert out.with_suffix(".png").stat().st_size > 10_000
