@@ -60,16 +60,26 @@ class Node:
 
 
 class ActionHistory:
-    """Simple history container used inside the search: actions taken so far."""
+    """Simple history container used inside the search: actions taken so far.
+
+    Args:
+      history: the game's actions up to the root.
+      action_space_size: A.
+      to_play: the player to move at the root.
+      num_players: 1, or 2 for games where players alternate.
+    """
 
     def __init__(self, history: Sequence[int], action_space_size: int, to_play: int = 0, num_players: int = 1):
         self.history = list(history)
         self.action_space_size = action_space_size
         self._root_to_play = to_play
         self._num_players = num_players
+        self._root_length = len(self.history)
 
     def clone(self) -> ActionHistory:
-        return ActionHistory(self.history, self.action_space_size, self._root_to_play, self._num_players)
+        clone = ActionHistory(self.history, self.action_space_size, self._root_to_play, self._num_players)
+        clone._root_length = self._root_length
+        return clone
 
     def add_action(self, action: int) -> None:
         self.history.append(action)
@@ -82,7 +92,7 @@ class ActionHistory:
 
     def to_play(self) -> int:
         """Player to move after the actions added since the root (players alternate)."""
-        return self._root_to_play if self._num_players == 1 else len(self.history) % self._num_players
+        return (self._root_to_play + len(self.history) - self._root_length) % self._num_players
 
 
 # Core Monte Carlo Tree Search algorithm.
@@ -154,13 +164,27 @@ def expand_node(node: Node, to_play: int, actions: Sequence[int], network_output
     node.to_play = to_play
     node.hidden_state = network_output.hidden_state
     node.reward = network_output.reward
-    logits = np.asarray(network_output.policy_logits, np.float64)
-    # Softmax over the given actions only; subtracting the max changes nothing but overflow.
-    top = max(logits[a] for a in actions)
-    policy = {a: math.exp(logits[a] - top) for a in actions}
-    policy_sum = sum(policy.values())
-    for action, p in policy.items():
-        node.children[action] = Node(p / policy_sum)
+    logits = np.asarray(network_output.policy_logits)
+    legal = np.zeros(len(logits), bool)
+    legal[list(actions)] = True
+    priors = policy_priors(logits, legal)
+    for action in actions:
+        node.children[action] = Node(float(priors[action]))
+
+
+def policy_priors(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """Softmax of the policy logits over the legal actions; [..., A] -> [..., A], 0 where illegal.
+
+    Shared by the reference and the batched search so both compute bit-identical priors:
+    float64, max subtracted (changes nothing but overflow), and the normalising sum
+    added up action by action in a fixed order.
+    """
+    logits = np.where(legal, np.asarray(logits, np.float64), -np.inf)
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    total = exp[..., 0]
+    for a in range(1, exp.shape[-1]):
+        total = total + exp[..., a]
+    return exp / total[..., None]
 
 
 # At the end of a simulation, we propagate the evaluation all the way up the

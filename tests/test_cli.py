@@ -105,3 +105,17 @@ def test_evaluate_errors(tmp_path):
     _assert_usage_error(muzero("evaluate", "--run", str(tmp_path / "nope")), "not a run directory")
     result = muzero("evaluate", "--run", str(tmp_path), "--episodes", "0")
     _assert_usage_error(result, "--episodes: expected an integer >= 1")
+
+
+def test_input_errors_are_reported_before_tensorflow_is_imported(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  batch_sise: 8\n")
+    probe = (
+        "import sys\n"
+        "from muzero.cli import main, parse_flags\n"
+        f"code = main(parse_flags(['muzero', 'train', '--config', {str(bad)!r}]))\n"
+        f"code2 = main(parse_flags(['muzero', 'train', '--resume', {str(tmp_path)!r}]))\n"
+        "print(code, code2, 'tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=120)
+    assert result.stdout.split() == ["2", "2", "False"], result.stderr[-2000:]

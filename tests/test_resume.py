@@ -133,7 +133,8 @@ def test_exact_resume_equals_straight_run(tmp_path):
     assert state_a["counters"] == state_b["counters"] and state_a["rng"] == state_b["rng"]
 
 
-def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_sigterm_and_ctrl_c_write_a_final_checkpoint_and_exit_0(tmp_path, signum):
     run_dir = tmp_path / "run"
     process = _start(tmp_path / "log", "train", "--config", TINY, "--logdir", str(run_dir),
                      "--set", "train.training_steps=100000", "--set", "train.checkpoint_interval=1000")
@@ -141,9 +142,10 @@ def test_sigterm_writes_a_final_checkpoint_and_exits_0(tmp_path):
     deadline = time.time() + 120
     while "step " not in log.read_text() and time.time() < deadline:  # training has started
         time.sleep(0.1)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
     assert process.wait(timeout=120) == 0
-    match = re.search(r"stopped by SIGTERM at training step (\d+) with a final checkpoint", log.read_text())
+    name = signal.Signals(signum).name
+    match = re.search(rf"stopped by {name} at training step (\d+) with a final checkpoint", log.read_text())
     assert match, log.read_text()[-2000:]
     assert complete_steps(run_dir / "checkpoints")[0] == int(match.group(1)) > 0
 
