@@ -76,6 +76,20 @@ class SearchConfig:
 
 
 @dataclass(frozen=True)
+class SelfPlayConfig:
+    """How self-play searches: the reference (one game) or batched over many games."""
+
+    # false: `play_game` with the reference `run_mcts`, one game at a time, as in the
+    # pseudocode. true: `play_games_batched`, num_envs games in lockstep with one
+    # batched search (`run_batched_mcts`) per move, tested equal to the reference.
+    batched: bool = False
+    num_envs: int = field(default=1, metadata=_range(min=1))
+    # Pull the newest network from shared storage every this many moves (0: once per
+    # round of games). In one process the learner runs between rounds.
+    refresh_interval: int = field(default=0, metadata=_range(min=0))
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     """MLP network family for vector observations."""
 
@@ -149,6 +163,7 @@ class MuZeroConfig:
 
     game: GameConfig = GameConfig()
     search: SearchConfig = SearchConfig()
+    selfplay: SelfPlayConfig = SelfPlayConfig()
     network: NetworkConfig = NetworkConfig()
     train: TrainConfig = TrainConfig()
     replay: ReplayConfig = ReplayConfig()

@@ -56,12 +56,14 @@ class Game:
         self.done = done
 
     def store_search_statistics(self, root: Node) -> None:
-        sum_visits = sum(child.visit_count for child in root.children.values())
-        action_space = range(self.action_space_size)
-        self.child_visits.append([
-            root.children[a].visit_count / sum_visits if a in root.children else 0.0 for a in action_space
-        ])
-        self.root_values.append(root.value())
+        visits = [root.children[a].visit_count if a in root.children else 0 for a in range(self.action_space_size)]
+        self.store_visit_statistics(visits, root.value())
+
+    def store_visit_statistics(self, visit_counts, root_value: float) -> None:
+        """`store_search_statistics` from arrays (the batched search): visits [A], root value."""
+        sum_visits = sum(visit_counts)
+        self.child_visits.append([float(count) / sum_visits for count in visit_counts])
+        self.root_values.append(float(root_value))
 
     def make_image(self, state_index: int) -> np.ndarray:
         """The observation the representation function sees at `state_index` (-1: latest)."""

@@ -32,10 +32,10 @@ from muzero.environment import Environment
 from muzero.network import Network
 from muzero.replay import Batch, ReplayBuffer
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE
-from muzero.selfplay import play_game
+from muzero.selfplay import play_game, play_games_batched
 from muzero.storage import SharedStorage
 
-EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "mean_return", "std_return"]
+EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "eval_seconds", "mean_return", "std_return"]
 STATE_VERSION = 1
 
 
@@ -59,11 +59,23 @@ def write_atomically(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def evaluate_network(config: MuZeroConfig, network: Network, environment: Environment, episodes: int,
+def evaluate_network(config: MuZeroConfig, network: Network, environments: list[Environment], episodes: int,
                      rng: np.random.Generator) -> np.ndarray:
-    """Returns of `episodes` greedy games (no exploration noise, temperature 0)."""
-    return np.array([play_game(config, network, environment, rng, greedy=True).episode_return()
-                     for _ in range(episodes)])
+    """Returns of `episodes` greedy games (no exploration noise, temperature 0).
+
+    With `selfplay.batched`, the games run side by side, one per environment (len(environments)
+    must then be `episodes`); otherwise one after the other in environments[0].
+    """
+    if config.selfplay.batched:
+        games = play_games_batched(config, lambda: network, environments[:episodes], rng, greedy=True)
+    else:
+        games = [play_game(config, network, environments[0], rng, greedy=True) for _ in range(episodes)]
+    return np.array([game.episode_return() for game in games])
+
+
+def make_environments(config: MuZeroConfig, count: int, seed: int) -> list[Environment]:
+    """`count` environments with distinct, reproducible seeds."""
+    return [Environment(config.game.id, seed * 10_007 + i) for i in range(count)]
 
 
 class Trainer:
@@ -92,15 +104,16 @@ class Trainer:
         self.rng = np.random.default_rng(seed)
         self.eval_rng = np.random.default_rng([seed, 1])
         observation_size = int(np.prod(observation_shape))
-        self.environment = Environment(config.game.id, seed)
-        self.eval_environment = Environment(config.game.id, seed + 1)
+        batched = config.selfplay.batched
+        self.environments = make_environments(config, config.selfplay.num_envs if batched else 1, seed)
+        self.eval_environments = make_environments(config, config.run.eval_episodes if batched else 1, seed + 1)
         self.network = MLPNetwork(config, observation_size)
         self.learner = Learner(config, self.network, observation_size)
         self.storage = SharedStorage(config.action_space_size)
         self.replay_buffer = ReplayBuffer(config, self.rng)
         self.checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, self.network, self.learner.optimizer,
                                          config.run.max_checkpoints)
-        self.counters = {"env_steps": 0, "wall_seconds": 0.0, "nonfinite_skips": 0}
+        self.counters = {"env_steps": 0, "wall_seconds": 0.0, "eval_seconds": 0.0, "nonfinite_skips": 0}
         self.consecutive_nonfinite = 0
         self.stop_signal: str | None = None
         self.last_saved_step = -1
@@ -136,7 +149,7 @@ class Trainer:
             "eval_rng": self.eval_rng.bit_generator.state,
             "python_random": random.getstate(),
             "numpy_global": np.random.get_state(),
-            "environment_episodes": (self.environment.episodes, self.eval_environment.episodes),
+            "environment_episodes": [env.episodes for env in self.environments + self.eval_environments],
             "replay": self.replay_buffer.state_dict(),
             "counters": dict(self.counters),
         }
@@ -146,7 +159,8 @@ class Trainer:
         self.eval_rng.bit_generator.state = state["eval_rng"]
         random.setstate(state["python_random"])
         np.random.set_state(state["numpy_global"])
-        self.environment.episodes, self.eval_environment.episodes = state["environment_episodes"]
+        for env, episodes in zip(self.environments + self.eval_environments, state["environment_episodes"], strict=True):
+            env.episodes = episodes
         self.replay_buffer.load_state_dict(state["replay"])
         self.counters.update(state["counters"])
         self.network.steps = self.learner.training_step
@@ -172,7 +186,7 @@ class Trainer:
                 self._train_to_ratio()
                 if self.learner.training_step >= train_cfg.training_steps or self.stop_signal is not None:
                     break
-                self._play_one_game()
+                self._play_round()
                 self._maybe_print_progress()
             # Final checkpoint; a second Ctrl-C while it is written is ignored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -248,32 +262,43 @@ class Trainer:
             raise RunStopped(f"{self.consecutive_nonfinite} consecutive non-finite updates up to training step "
                              f"{step + 1} (train.max_consecutive_nonfinite); last good checkpoint: {last_good}")
 
-    def _play_one_game(self) -> None:
-        """Self-play: one game with the newest published network, saved to replay."""
+    def _play_round(self) -> None:
+        """Self-play: one game (reference search) or num_envs games (batched), saved to replay."""
         started = time.time()
-        game = play_game(self.config, self.storage.latest_network(), self.environment, self.rng)
+        if self.config.selfplay.batched:
+            games = play_games_batched(self.config, self.storage.latest_network, self.environments, self.rng,
+                                       refresh_interval=self.config.selfplay.refresh_interval)
+        else:
+            games = [play_game(self.config, self.storage.latest_network(), self.environments[0], self.rng)]
         seconds = time.time() - started
-        self.replay_buffer.save_game(game)
-        self.counters["env_steps"] += len(game)
-        self.returns.append(game.episode_return())
+        moves = sum(len(game) for game in games)
+        for game in games:
+            self.replay_buffer.save_game(game)
+            self.counters["env_steps"] += len(game)
+            self.returns.append(game.episode_return())
+            self.summaries.scalars(self.learner.training_step, {
+                "selfplay/episode_return": game.episode_return(),
+                "selfplay/episode_length": len(game),
+                "mcts/root_value": float(np.mean(game.root_values)),
+            })
         self.summaries.scalars(self.learner.training_step, {
-            "selfplay/episode_return": game.episode_return(),
-            "selfplay/episode_length": len(game),
-            "selfplay/moves_per_sec": len(game) / max(seconds, 1e-9),
+            "selfplay/moves_per_sec": moves / max(seconds, 1e-9),
             "selfplay/env_steps": self.counters["env_steps"],
             "replay/games": len(self.replay_buffer),
             "replay/games_saved": self.replay_buffer.games_saved,
-            "mcts/root_value": float(np.mean(game.root_values)),
         })
 
     def _evaluate(self, step: int) -> np.ndarray:
-        returns = evaluate_network(self.config, self.storage.latest_network(), self.eval_environment,
+        started = time.time()
+        returns = evaluate_network(self.config, self.storage.latest_network(), self.eval_environments,
                                    self.config.run.eval_episodes, self.eval_rng)
+        self.counters["eval_seconds"] += time.time() - started
         wall = time.time() - self.started
         self.summaries.scalars(step, {"eval/mean_return": returns.mean(), "eval/std_return": returns.std()})
         with open(self.run_dir / EVAL_FILE, "a", newline="") as f:
             csv.writer(f).writerow([step, self.counters["env_steps"], self.replay_buffer.games_saved, f"{wall:.1f}",
-                                    f"{returns.mean():.2f}", f"{returns.std():.2f}"])
+                                    f"{self.counters['eval_seconds']:.1f}", f"{returns.mean():.2f}",
+                                    f"{returns.std():.2f}"])
         logging.info("eval at step %d: greedy return %.1f +- %.1f over %d episodes (%.0fs)",
                      step, returns.mean(), returns.std(), len(returns), wall)
         self.last_eval, self.last_eval_step = returns, step
@@ -322,9 +347,9 @@ def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarra
     from muzero.models import MLPNetwork
 
     config = load_config(run_dir / CONFIG_FILE)
-    environment = Environment(config.game.id, seed)
-    observation_size = int(np.prod(environment.observation_shape))
+    environments = make_environments(config, episodes if config.selfplay.batched else 1, seed)
+    observation_size = int(np.prod(environments[0].observation_shape))
     network = MLPNetwork(config, observation_size)
     step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
     rng = np.random.default_rng(seed)
-    return evaluate_network(config, network.numpy_network(step), environment, episodes, rng), step
+    return evaluate_network(config, network.numpy_network(step), environments, episodes, rng), step

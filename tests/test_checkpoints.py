@@ -118,7 +118,7 @@ def test_nonfinite_skip_leaves_weights_unchanged_and_stops_after_the_bound(tmp_p
 
 def test_nonfinite_skip_changes_nothing(tmp_path):
     trainer = _trainer(tmp_path, hook=_nan_after(0))
-    trainer.replay_buffer.save_game(trainer.environment and _random_game(trainer))
+    trainer.replay_buffer.save_game(_random_game(trainer))
     before = [v.numpy().copy() for v in trainer.learner.optimizer.variables]
     weights = [v.numpy().copy() for v in trainer.network.trainable_variables]
     batch = trainer.batch_hook(trainer.replay_buffer.sample_batch(3, 5))
@@ -135,7 +135,7 @@ def _random_game(trainer):
     from muzero.network import make_uniform_network
     from muzero.selfplay import play_game
 
-    return play_game(trainer.config, make_uniform_network(2), trainer.environment, np.random.default_rng(0))
+    return play_game(trainer.config, make_uniform_network(2), trainer.environments[0], np.random.default_rng(0))
 
 
 def test_nonfinite_stop_names_step_and_last_checkpoint(tmp_path):

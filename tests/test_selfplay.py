@@ -1,0 +1,52 @@
+"""Tests for muzero/selfplay.py: the batched self-play plays the reference's games."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from muzero.config import GameConfig, MuZeroConfig, SearchConfig, SelfPlayConfig
+from muzero.environment import Environment
+from muzero.selfplay import play_game, play_games_batched
+from tests.test_batched_search import random_network
+
+
+def _config(batched: bool) -> MuZeroConfig:
+    return MuZeroConfig(game=GameConfig(id="CartPole-v1", action_space_size=2, max_moves=60, discount=0.99),
+                        search=SearchConfig(num_simulations=12),
+                        selfplay=SelfPlayConfig(batched=batched, num_envs=1))
+
+
+def test_one_batched_greedy_game_is_the_reference_game():
+    network = random_network(np.random.default_rng(5), 4, 2, 6, 16, support=3)
+    reference = play_game(_config(False), network, Environment("CartPole-v1", 11), np.random.default_rng(0),
+                          greedy=True)
+    (batched,) = play_games_batched(_config(True), lambda: network, [Environment("CartPole-v1", 11)],
+                                    np.random.default_rng(0), greedy=True)
+    # Same environment seed, same network, no noise, T = 0: the same game, move for move.
+    assert batched.history == reference.history and len(reference) > 5
+    assert batched.child_visits == reference.child_visits
+    np.testing.assert_allclose(batched.root_values, reference.root_values, rtol=1e-12)
+
+
+def test_many_games_with_noise_and_sampling():
+    network = random_network(np.random.default_rng(6), 4, 2, 6, 16, support=3)
+    environments = [Environment("CartPole-v1", seed) for seed in range(5)]
+    calls = []
+
+    def network_fn():
+        calls.append(1)
+        return network
+
+    games = play_games_batched(_config(True), network_fn, environments, np.random.default_rng(1), refresh_interval=4)
+    assert len(games) == 5 and all(game.environment is None for game in games)
+    longest = max(len(game) for game in games)
+    # Pulled at the start and every 4 moves of the round.
+    assert len(calls) == 1 + (longest - 1) // 4
+    for game in games:
+        # One observation more than moves; each policy target sums to 1 over the 2 actions.
+        assert len(game.observations) == len(game) + 1 == len(game.rewards) + 1
+        assert len(game.child_visits) == len(game.root_values) == len(game)
+        np.testing.assert_allclose(np.sum(game.child_visits, axis=1), 1.0)
+        assert game.terminal() or len(game) == 60
+    # Different environment seeds and noise: not all games are the same.
+    assert len({tuple(game.history) for game in games}) > 1
