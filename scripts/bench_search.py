@@ -175,7 +175,7 @@ def main() -> None:
         print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)
         if search is not None:
             rows.append((f"mctx muzero_policy (JAX jit), B={batch}", batch,
-                         batch / timed(lambda observations=observations: search(observations), args.seconds)))  # noqa: B023
+                         batch / timed(lambda observations=observations: search(observations), args.seconds)))
             print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)
 
     reference_tf, reference_np = rows[0][2], rows[1][2]
