@@ -10,6 +10,8 @@ root observations. Rows:
   through `tf.function` with a fixed input signature, batch 1.
 * reference, numpy network: `run_mcts` calling `NumpyMLPNetwork` (what self-play uses).
 * batched B: `run_batched_mcts` over B trees, one numpy network call per simulation.
+* compiled B (XLA): `CompiledSearch`, the same search as one XLA-compiled TensorFlow
+  graph calling the Keras network; compile time excluded.
 * mctx B (when `pip install -e '.[bench]'` installed JAX and mctx): `mctx.muzero_policy`
   jit-compiled on the CPU, the same MLP and weights written in JAX, the same B and
   simulations; compile time excluded.
@@ -28,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from muzero.batched_search import run_batched_mcts
+from muzero.compiled_search import CompiledSearch
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SearchConfig
 from muzero.models import MLPNetwork
 from muzero.network import Network, NetworkOutput
@@ -164,9 +167,22 @@ def main() -> None:
         search = None
         print("  mctx not installed (pip install -e '.[bench]'): no mctx rows", flush=True)
 
+    def tf_recurrent(hidden_state, action):
+        out = keras_network.recurrent_inference(hidden_state, action)
+        return out.value, out.reward, out.policy_logits, out.hidden_state
+
+    compiled_search = CompiledSearch(config, tf_recurrent, (32,), jit_compile=True)
+
     for batch in args.batches:
         observations = rng.normal(size=(batch, 4)).astype(np.float32)
         legal = np.ones((batch, 2), bool)
+
+        def compiled_move(observations=observations, legal=legal):
+            root = compiled.initial_inference(observations)
+            compiled_search(root.hidden_state, root.policy_logits, root.reward, legal)
+
+        rows.append((f"compiled (XLA), B={batch}", batch, batch / timed(compiled_move, args.seconds)))
+        print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)
 
         def batched(observations=observations, legal=legal):
             run_batched_mcts(config, numpy_network.initial_inference(observations), numpy_network, legal)
@@ -181,10 +197,11 @@ def main() -> None:
     reference_tf, reference_np = rows[0][2], rows[1][2]
     mctx_by_batch = {b: r for name, b, r in rows if name.startswith("mctx")}
     print()
-    print("| search | B | moves/s | simulations/s | vs reference (TF) | vs reference (numpy) | batched / mctx |")
+    print("| search | B | moves/s | simulations/s | vs reference (TF) | vs reference (numpy) | this / mctx |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, batch, rate in rows:
-        vs_mctx = f"{rate / mctx_by_batch[batch]:.2f}x" if name.startswith("batched") and batch in mctx_by_batch else ""
+        ours = name.startswith(("batched", "compiled"))
+        vs_mctx = f"{rate / mctx_by_batch[batch]:.2f}x" if ours and batch in mctx_by_batch else ""
         print(f"| {name} | {batch} | {rate:,.0f} | {rate * args.simulations:,.0f} | {rate / reference_tf:.1f}x | "
               f"{rate / reference_np:.1f}x | {vs_mctx} |")
 
