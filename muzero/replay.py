@@ -46,6 +46,9 @@ class ReplayBuffer:
         self.buffer: collections.deque[Game] = collections.deque(maxlen=self.window_size)
         self.rng = rng
         self.games_saved = 0
+        self.discount = config.discount
+        self._flat: FlatGames | None = None
+        self._flat_version = -1
 
     def save_game(self, game: Game) -> None:
         # The deque drops the oldest game once the window is full.
@@ -62,36 +65,35 @@ class ReplayBuffer:
     def load_state_dict(self, state: dict) -> None:
         self.buffer = collections.deque(state["games"], maxlen=self.window_size)
         self.games_saved = state["games_saved"]
+        self._flat = None
 
     def num_positions(self) -> int:
         return sum(len(game) for game in self.buffer)
 
     def sample_batch(self, num_unroll_steps: int, td_steps: int) -> Batch:
-        """Samples batch_size positions and their targets (pseudocode `sample_batch`)."""
+        """Samples batch_size positions and their targets (pseudocode `sample_batch`).
+
+        Draws (game, position) pairs as `sample_game` / `sample_position` do, then builds
+        the targets for the whole batch at once with `make_batch_vectorized`, which is
+        tested equal to the per-position `make_batch` (the pseudocode's `make_target`).
+        """
         probabilities = self._game_probabilities()
-        games = [self.sample_game(probabilities) for _ in range(self.batch_size)]
-        game_pos = [(g, self.sample_position(g)) for g in games]
-        observations, actions, values, rewards, policies, masks = [], [], [], [], [], []
-        for g, i in game_pos:
-            observations.append(g.make_image(i))
-            history = g.history[i:i + num_unroll_steps]
-            # Fewer than K actions remain near the end: pad with random actions.
-            # Their states are absorbing (value 0, reward 0, no policy loss).
-            padding = self.rng.integers(self.action_space_size, size=num_unroll_steps - len(history))
-            actions.append(list(history) + padding.tolist())
-            targets = g.make_target(i, num_unroll_steps, td_steps, g.to_play())
-            values.append([value for value, _, _ in targets])
-            rewards.append([reward for _, reward, _ in targets])
-            policies.append([policy if policy else [0.0] * self.action_space_size for _, _, policy in targets])
-            masks.append([1.0 if policy else 0.0 for _, _, policy in targets])
-        return Batch(
-            observation=np.asarray(observations, np.float32),
-            actions=np.asarray(actions, np.int32),
-            target_value=np.asarray(values, np.float32),
-            target_reward=np.asarray(rewards, np.float32),
-            target_policy=np.asarray(policies, np.float32),
-            policy_mask=np.asarray(masks, np.float32),
-        )
+        count = len(self.buffer)
+        if probabilities is None:
+            game_index = self.rng.integers(count, size=self.batch_size)
+        else:
+            game_index = self.rng.choice(count, size=self.batch_size, p=probabilities)
+        flat = self._flat_games()
+        positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
+        padding = self.rng.integers(self.action_space_size, size=(self.batch_size, num_unroll_steps))
+        return make_batch_vectorized(flat, game_index, positions, padding, num_unroll_steps, td_steps,
+                                     self.discount)
+
+    def _flat_games(self) -> FlatGames:
+        if self._flat is None or self._flat_version != self.games_saved:
+            self._flat = FlatGames(list(self.buffer), self.action_space_size)
+            self._flat_version = self.games_saved
+        return self._flat
 
     def _game_probabilities(self) -> np.ndarray | None:
         if self.sample_by == "game":
@@ -116,3 +118,89 @@ class ReplayBuffer:
     def sample_position(self, game: Game) -> int:
         """A position uniformly among the moves of `game`."""
         return int(self.rng.integers(len(game)))
+
+
+def make_batch(games_positions: list[tuple[Game, int]], padding: np.ndarray, num_unroll_steps: int,
+               td_steps: int) -> Batch:
+    """The batch for given (game, position) pairs, position by position with `make_target`.
+
+    The readable definition; `make_batch_vectorized` computes the same arrays at once.
+
+    Args:
+      padding: [B, K] actions used where fewer than K actions remain in a game.
+    """
+    observations, actions, values, rewards, policies, masks = [], [], [], [], [], []
+    for row, (g, i) in enumerate(games_positions):
+        observations.append(g.make_image(i))
+        history = g.history[i:i + num_unroll_steps]
+        # Fewer than K actions remain near the end: pad with random actions.
+        # Their states are absorbing (value 0, reward 0, no policy loss).
+        actions.append(list(history) + padding[row, len(history):].tolist())
+        targets = g.make_target(i, num_unroll_steps, td_steps, g.to_play())
+        values.append([value for value, _, _ in targets])
+        rewards.append([reward for _, reward, _ in targets])
+        policies.append([policy if policy else [0.0] * g.action_space_size for _, _, policy in targets])
+        masks.append([1.0 if policy else 0.0 for _, _, policy in targets])
+    return Batch(
+        observation=np.asarray(observations, np.float32),
+        actions=np.asarray(actions, np.int32),
+        target_value=np.asarray(values, np.float32),
+        target_reward=np.asarray(rewards, np.float32),
+        target_policy=np.asarray(policies, np.float32),
+        policy_mask=np.asarray(masks, np.float32),
+    )
+
+
+class FlatGames:
+    """The buffer's games concatenated into flat arrays, for vectorised batches.
+
+    Moves of game g are rows move_start[g] .. move_start[g] + length[g] - 1 of
+    actions / rewards / root_values / child_visits; its length[g] + 1 observations
+    start at obs_start[g].
+    """
+
+    def __init__(self, games: list[Game], action_space_size: int):
+        self.length = np.array([len(g) for g in games], np.int64)
+        self.move_start = np.concatenate([[0], np.cumsum(self.length)[:-1]]).astype(np.int64)
+        self.obs_start = self.move_start + np.arange(len(games))
+        self.observations = np.concatenate([np.asarray(g.observations, np.float32) for g in games])
+        self.actions = np.concatenate([np.asarray(g.history, np.int64) for g in games])
+        self.rewards = np.concatenate([np.asarray(g.rewards, np.float64) for g in games])
+        self.root_values = np.concatenate([np.asarray(g.root_values, np.float64) for g in games])
+        self.child_visits = np.concatenate([np.asarray(g.child_visits, np.float64).reshape(-1, action_space_size)
+                                            for g in games])
+
+
+# The pseudocode's make_target for a whole batch: every index is computed for all B
+# samples and K + 1 unroll steps at once, with masks where it runs past a game's end.
+def make_batch_vectorized(flat: FlatGames, game_index: np.ndarray, positions: np.ndarray, padding: np.ndarray,
+                          num_unroll_steps: int, td_steps: int, discount: float) -> Batch:
+    """`make_batch` for (flat game index, position) pairs; same arrays, numpy-vectorised."""
+    length = flat.length[game_index][:, None]  # [B, 1]
+    start = flat.move_start[game_index][:, None]
+
+    def at(index):  # row of a move index inside its game, clipped to the game
+        return start + np.clip(index, 0, length - 1)
+
+    k = positions[:, None] + np.arange(num_unroll_steps)  # [B, K]
+    actions = np.where(k < length, flat.actions[at(k)], padding)
+
+    index = positions[:, None] + np.arange(num_unroll_steps + 1)  # [B, K + 1]
+    inside = index < length
+    bootstrap = index + td_steps
+    value = np.where(bootstrap < length, flat.root_values[at(bootstrap)] * discount**td_steps, 0.0)
+    j = np.arange(td_steps)
+    reward_index = index[..., None] + j  # [B, K + 1, td]
+    rewards = np.where(reward_index < length[..., None], flat.rewards[start[..., None] +
+                       np.clip(reward_index, 0, length[..., None] - 1)], 0.0)
+    value = value + (rewards * discount ** j.astype(np.float64)).sum(-1)
+    last_reward = np.where((index > 0) & (index <= length), flat.rewards[at(index - 1)], 0.0)
+    policy = np.where(inside[..., None], flat.child_visits[at(index)], 0.0)
+    return Batch(
+        observation=flat.observations[flat.obs_start[game_index] + positions],
+        actions=actions.astype(np.int32),
+        target_value=np.where(inside, value, 0.0).astype(np.float32),
+        target_reward=last_reward.astype(np.float32),
+        target_policy=policy.astype(np.float32),
+        policy_mask=inside.astype(np.float32),
+    )

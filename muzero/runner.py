@@ -139,6 +139,8 @@ class Trainer:
         self.last_metrics: dict[str, float] = {}
         self.last_eval: np.ndarray | None = None
         self.last_eval_step = -1
+        self.batch_seconds = self.step_seconds = 0.0
+        self.batch_fraction = float("nan")
 
     # ----- state that makes a resume exact -----
 
@@ -221,10 +223,14 @@ class Trainer:
         target = min(int(self.counters["env_steps"] * train_cfg.steps_per_move), train_cfg.training_steps)
         started, steps_before = time.time(), self.learner.training_step
         while self.learner.training_step < target and self.stop_signal is None:
+            t0 = time.perf_counter()
             batch = self.replay_buffer.sample_batch(train_cfg.num_unroll_steps, train_cfg.td_steps)
             if self.batch_hook is not None:
                 batch = self.batch_hook(batch)
+            t1 = time.perf_counter()
             metrics = self.learner.train_step(batch)
+            self.batch_seconds += t1 - t0
+            self.step_seconds += time.perf_counter() - t1
             if not metrics.pop("train/finite"):
                 self._on_nonfinite(metrics)
                 continue
@@ -234,6 +240,11 @@ class Trainer:
             if step % 10 == 0 or step == target or any(name.startswith("grad/") for name in metrics):
                 self.summaries.scalars(step, metrics)
                 self.summaries.scalars(step, {"train/lr": float(self.learner.optimizer.learning_rate)})
+            if step % 100 == 0:
+                # Building a batch from replay, as a fraction of the training step it feeds.
+                self.batch_fraction = self.batch_seconds / max(self.step_seconds, 1e-9)
+                self.summaries.scalars(step, {"train/batch_fraction": self.batch_fraction})
+                self.batch_seconds = self.step_seconds = 0.0
             if step % train_cfg.checkpoint_interval == 0:
                 self.counters["wall_seconds"] = time.time() - self.started
                 self.publish()
@@ -314,10 +325,11 @@ class Trainer:
         recent = np.mean(self.returns) if self.returns else float("nan")
         loss = (f"loss {metrics['loss/total']:.3f} (v {metrics['loss/value']:.3f} r {metrics['loss/reward']:.3f} "
                 f"p {metrics['loss/policy']:.3f})") if metrics else "loss -"
-        logging.info("step %d/%d | games %d | moves %d | return(last %d) %.1f | %s | %.0f moves/s %.1f steps/s | %.0fs",
-                     step, self.config.train.training_steps, self.replay_buffer.games_saved, moves, len(self.returns),
-                     recent, loss, (moves - self.moves_at_print) / interval, (step - self.steps_at_print) / interval,
-                     now - self.started)
+        logging.info("step %d/%d | games %d | moves %d | return(last %d) %.1f | %s | %.0f moves/s %.1f steps/s | "
+                     "batch %.2f of a step | %.0fs", step, self.config.train.training_steps,
+                     self.replay_buffer.games_saved, moves, len(self.returns), recent, loss,
+                     (moves - self.moves_at_print) / interval, (step - self.steps_at_print) / interval,
+                     self.batch_fraction, now - self.started)
         self.last_print, self.steps_at_print, self.moves_at_print = now, step, moves
 
 

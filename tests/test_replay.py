@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from muzero.config import MuZeroConfig, ReplayConfig, TrainConfig
+from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, TrainConfig
 from muzero.game import Game
-from muzero.replay import ReplayBuffer
+from muzero.replay import FlatGames, ReplayBuffer, make_batch, make_batch_vectorized
 
 
 def _game(length: int, start: float = 0.0) -> Game:
@@ -21,7 +21,7 @@ def _game(length: int, start: float = 0.0) -> Game:
 
 
 def _buffer(batch_size=64, window_size=10, sample_by="position", seed=0) -> ReplayBuffer:
-    config = MuZeroConfig(train=TrainConfig(batch_size=batch_size),
+    config = MuZeroConfig(game=GameConfig(discount=1.0), train=TrainConfig(batch_size=batch_size),
                           replay=ReplayConfig(window_size=window_size, sample_by=sample_by))
     return ReplayBuffer(config, np.random.default_rng(seed))
 
@@ -67,3 +67,44 @@ def test_sample_game_weights(sample_by, expected_long_share):
     assert np.mean(draws) == pytest.approx(expected_long_share, abs=0.03)
 
 
+
+
+def _random_game(rng: np.random.Generator, length: int, actions: int = 3) -> Game:
+    game = Game(action_space_size=actions, discount=0.97)
+    game.observations = [rng.normal(size=2).astype(np.float32) for _ in range(length + 1)]
+    game.history = rng.integers(actions, size=length).tolist()
+    game.rewards = rng.normal(size=length).tolist()
+    game.root_values = rng.normal(size=length).tolist()
+    visits = rng.random((length, actions))
+    game.child_visits = (visits / visits.sum(1, keepdims=True)).tolist()
+    return game
+
+
+@pytest.mark.parametrize("num_unroll_steps, td_steps", [(5, 10), (3, 1), (5, 50)])
+def test_vectorized_batch_equals_make_target(num_unroll_steps, td_steps):
+    rng = np.random.default_rng(2)
+    games = [_random_game(rng, length) for length in (1, 2, 7, 30, 64)]
+    flat = FlatGames(games, 3)
+    # Every position of every game, so the ends of games (padding, absorbing states,
+    # bootstraps past the end) are all covered.
+    pairs = [(g, i) for g in range(len(games)) for i in range(len(games[g]))]
+    game_index = np.array([g for g, _ in pairs])
+    positions = np.array([i for _, i in pairs])
+    padding = rng.integers(3, size=(len(pairs), num_unroll_steps))
+    expected = make_batch([(games[g], i) for g, i in pairs], padding, num_unroll_steps, td_steps)
+    got = make_batch_vectorized(flat, game_index, positions, padding, num_unroll_steps, td_steps, 0.97)
+    for name in ("observation", "actions", "target_reward", "target_policy", "policy_mask"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
+    # Same sum in another order: equal to float32 rounding.
+    np.testing.assert_allclose(got.target_value, expected.target_value, rtol=1e-6, atol=1e-6)
+
+
+def test_sample_batch_uses_new_games():
+    buffer = _buffer(batch_size=16)
+    buffer.save_game(_game(3))
+    assert set(buffer.sample_batch(2, 1).observation[:, 0]) <= {0.0, 1.0, 2.0}
+    buffer.save_game(_game(3, start=100.0))
+    buffer.save_game(_game(3, start=200.0))
+    # The flat copy is rebuilt after new games: positions of the new games appear.
+    seen = set(np.concatenate([buffer.sample_batch(2, 1).observation[:, 0] for _ in range(20)]))
+    assert seen & {100.0, 101.0, 102.0} and seen & {200.0, 201.0, 202.0}
