@@ -87,6 +87,11 @@ class SelfPlayConfig:
     # Pull the newest network from shared storage every this many moves (0: once per
     # round of games). In one process the learner runs between rounds.
     refresh_interval: int = field(default=0, metadata=_range(min=0))
+    # With batched: "numpy" runs run_batched_mcts (numpy arrays, numpy network);
+    # "compiled" runs the same search as one TensorFlow graph (CompiledSearch) on a
+    # Keras copy of the published weights, with XLA when jit_compile is true.
+    search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
+    jit_compile: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,8 @@ class TrainConfig:
     # counted as train/nonfinite_skips) or "stop" the run. Skipping stops too after
     # this many consecutive non-finite steps.
     nonfinite: str = field(default="skip", metadata=_range(choices=("skip", "stop")))
+    # Compile the training step with XLA (tf.function(jit_compile=True)).
+    jit_compile: bool = False
     max_consecutive_nonfinite: int = field(default=10, metadata=_range(min=1))
     # Not in the pseudocode (its actors and learner run concurrently): in one
     # process, training steps taken per self-play move, kept as a running ratio.

@@ -145,6 +145,11 @@ class NumpyMLPNetwork(Network):
         self._activation = _ACTIVATIONS[activation]
         self._steps = steps
 
+    @property
+    def weights(self) -> dict:
+        """The weights as plain data, in `MLPNetwork.get_weights()` format."""
+        return self._weights
+
     def _trunk(self, name: str, x: np.ndarray) -> np.ndarray:
         for layer in self._hidden[name]:
             kernel, bias = self._weights[name][layer]

@@ -60,14 +60,15 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def evaluate_network(config: MuZeroConfig, network: Network, environments: list[Environment], episodes: int,
-                     rng: np.random.Generator) -> np.ndarray:
+                     rng: np.random.Generator, searcher=None) -> np.ndarray:
     """Returns of `episodes` greedy games (no exploration noise, temperature 0).
 
     With `selfplay.batched`, the games run side by side, one per environment (len(environments)
     must then be `episodes`); otherwise one after the other in environments[0].
     """
     if config.selfplay.batched:
-        games = play_games_batched(config, lambda: network, environments[:episodes], rng, greedy=True)
+        games = play_games_batched(config, lambda: network, environments[:episodes], rng, greedy=True,
+                                   searcher=searcher)
     else:
         games = [play_game(config, network, environments[0], rng, greedy=True) for _ in range(episodes)]
     return np.array([game.episode_return() for game in games])
@@ -111,6 +112,12 @@ class Trainer:
         self.learner = Learner(config, self.network, observation_size)
         self.storage = SharedStorage(config.action_space_size)
         self.replay_buffer = ReplayBuffer(config, self.rng)
+        self.searcher = self.eval_searcher = None
+        if batched and config.selfplay.search == "compiled":
+            from muzero.selfplay import CompiledSelfPlaySearch
+
+            self.searcher = CompiledSelfPlaySearch(config, observation_size, config.selfplay.num_envs)
+            self.eval_searcher = CompiledSelfPlaySearch(config, observation_size, config.run.eval_episodes)
         self.checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, self.network, self.learner.optimizer,
                                          config.run.max_checkpoints)
         self.counters = {"env_steps": 0, "wall_seconds": 0.0, "eval_seconds": 0.0, "nonfinite_skips": 0}
@@ -278,7 +285,7 @@ class Trainer:
         started = time.time()
         if self.config.selfplay.batched:
             games = play_games_batched(self.config, self.storage.latest_network, self.environments, self.rng,
-                                       refresh_interval=self.config.selfplay.refresh_interval)
+                                       refresh_interval=self.config.selfplay.refresh_interval, searcher=self.searcher)
         else:
             games = [play_game(self.config, self.storage.latest_network(), self.environments[0], self.rng)]
         seconds = time.time() - started
@@ -302,7 +309,7 @@ class Trainer:
     def _evaluate(self, step: int) -> np.ndarray:
         started = time.time()
         returns = evaluate_network(self.config, self.storage.latest_network(), self.eval_environments,
-                                   self.config.run.eval_episodes, self.eval_rng)
+                                   self.config.run.eval_episodes, self.eval_rng, self.eval_searcher)
         self.counters["eval_seconds"] += time.time() - started
         wall = time.time() - self.started
         self.summaries.scalars(step, {"eval/mean_return": returns.mean(), "eval/std_return": returns.std()})

@@ -54,7 +54,8 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
 # games run in lockstep until every one has ended, so no game is ever half played
 # when the learner runs or a checkpoint is written.
 def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], environments: list[Environment],
-                       rng: np.random.Generator, greedy: bool = False, refresh_interval: int = 0) -> list[Game]:
+                       rng: np.random.Generator, greedy: bool = False, refresh_interval: int = 0,
+                       searcher: Callable | None = None) -> list[Game]:
     """Plays one game in each environment with `run_batched_mcts`; returns the games in order.
 
     Args:
@@ -64,7 +65,10 @@ def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], 
       environments: one per game, each reset at the start.
       rng: Dirichlet noise per game and action sampling, drawn game by game in order.
       greedy: evaluation mode: no exploration noise, temperature 0.
+      searcher: replaces `run_batched_mcts`, e.g. a `CompiledSelfPlaySearch`; called as
+        searcher(config, root_output, network, legal, to_play, noise).
     """
+    searcher = searcher or run_batched_mcts
     games = [Game(config.action_space_size, config.discount, environment) for environment in environments]
     network = network_fn()
     move = 0
@@ -85,7 +89,7 @@ def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], 
                 actions = np.flatnonzero(legal[i])
                 noise[i, actions] = rng.dirichlet([config.search.root_dirichlet_alpha] * len(actions))
         to_play = np.array([game.to_play() for game in active])
-        result = run_batched_mcts(config, network.initial_inference(observations), network, legal, to_play, noise)
+        result = searcher(config, network.initial_inference(observations), network, legal, to_play, noise)
         for i, game in enumerate(active):
             visits = [(int(result.visit_counts[i, a]), int(a)) for a in np.flatnonzero(legal[i])]
             temperature = 0.0 if greedy else config.visit_softmax_temperature_fn(len(game.history),
@@ -97,3 +101,45 @@ def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], 
     for game in games:
         game.environment = None
     return games
+
+
+class CompiledSelfPlaySearch:
+    """`run_batched_mcts`'s signature over `CompiledSearch`: the whole search as one
+    TensorFlow graph (XLA when `selfplay.jit_compile`), on a Keras copy of the weights
+    of whichever published network it is given. Batches are padded to `batch_size`
+    rows, so XLA compiles one program instead of one per number of unfinished games.
+    """
+
+    def __init__(self, config: MuZeroConfig, observation_size: int, batch_size: int):
+        from muzero.compiled_search import CompiledSearch
+        from muzero.models import MLPNetwork
+
+        self.keras_network = MLPNetwork(config, observation_size)
+        self.batch_size = batch_size
+        self._source: Network | None = None
+
+        def recurrent(hidden_state, action):
+            out = self.keras_network.recurrent_inference(hidden_state, action)
+            return out.value, out.reward, out.policy_logits, out.hidden_state
+
+        self.search = CompiledSearch(config, recurrent, (config.network.hidden_state_size,),
+                                     jit_compile=config.selfplay.jit_compile)
+
+    def __call__(self, config: MuZeroConfig, root_output, network: Network, legal: np.ndarray, to_play: np.ndarray,
+                 noise: np.ndarray | None):
+        if not hasattr(network, "weights"):  # the uniform network before the first save
+            return run_batched_mcts(config, root_output, network, legal, to_play, noise)
+        if network is not self._source:
+            self.keras_network.set_weights(network.weights)
+            self._source = network
+        rows = len(legal)
+        pad = max(self.batch_size - rows, 0)
+
+        def padded(x):
+            x = np.asarray(x)
+            return np.concatenate([x, np.repeat(x[:1], pad, axis=0)]) if pad else x
+
+        result = self.search(padded(root_output.hidden_state), padded(root_output.policy_logits),
+                             padded(root_output.reward), padded(legal), padded(to_play),
+                             None if noise is None else padded(noise))
+        return type(result)(result.visit_counts[:rows], result.root_value[:rows])

@@ -203,9 +203,10 @@ class Learner:
         def step_with_norms(batch: Batch) -> dict:
             return update_weights(self.optimizer, self.network, batch, weight_decay, gradient_norms=True)
 
-        self._step = tf.function(step, input_signature=[signature])
+        jit = config.train.jit_compile
+        self._step = tf.function(step, input_signature=[signature], jit_compile=jit)
         # Traced only when first used: no cost when gradient summaries are off.
-        self._step_with_norms = tf.function(step_with_norms, input_signature=[signature])
+        self._step_with_norms = tf.function(step_with_norms, input_signature=[signature], jit_compile=jit)
 
     @property
     def training_step(self) -> int:

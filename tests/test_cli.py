@@ -119,3 +119,16 @@ def test_input_errors_are_reported_before_tensorflow_is_imported(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=120)
     assert result.stdout.split() == ["2", "2", "False"], result.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("search", ["numpy", "compiled"])
+def test_train_tiny_batched_selfplay_and_xla_learner(tmp_path, search):
+    run_dir = tmp_path / "run"
+    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "selfplay.batched=true",
+                    "--set", "selfplay.num_envs=3", "--set", f"selfplay.search={search}",
+                    "--set", "train.jit_compile=true", "--set", "train.training_steps=20")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
+    # Self-play rounds of 3 games: games saved come in multiples of 3.
+    assert "selfplay/episode_return" in _event_tags(run_dir)
