@@ -80,13 +80,14 @@ class SelfPlayConfig:
     """How self-play searches: the reference (one game) or batched over many games."""
 
     # false: `play_game` with the reference `run_mcts`, one game at a time, as in the
-    # pseudocode. true: `play_games_batched`, num_envs games in lockstep with one
-    # batched search (`run_batched_mcts`) per move, tested equal to the reference.
+    # pseudocode. true: `BatchedSelfPlay`, a game in progress in each of num_envs
+    # environments, one batched search (`run_batched_mcts`) per move for all of them,
+    # tested equal to the reference; the learner catches up after every move.
     batched: bool = False
     num_envs: int = field(default=1, metadata=_range(min=1))
-    # Pull the newest network from shared storage every this many moves (0: once per
-    # round of games). In one process the learner runs between rounds.
-    refresh_interval: int = field(default=0, metadata=_range(min=0))
+    # Pull the newest network from shared storage every this many moves. (Exact resume
+    # assumes 1: the network in use is then always the one last published.)
+    refresh_interval: int = field(default=1, metadata=_range(min=1))
     # With batched: "numpy" runs run_batched_mcts (numpy arrays, numpy network);
     # "compiled" runs the same search as one TensorFlow graph (CompiledSearch) on a
     # Keras copy of the published weights, with XLA when jit_compile is true.

@@ -32,7 +32,7 @@ from muzero.environment import Environment
 from muzero.network import Network
 from muzero.replay import Batch, ReplayBuffer
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE
-from muzero.selfplay import play_game, play_games_batched
+from muzero.selfplay import BatchedSelfPlay, play_game, play_games_batched
 from muzero.storage import SharedStorage
 
 EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "eval_seconds", "mean_return", "std_return"]
@@ -118,6 +118,9 @@ class Trainer:
 
             self.searcher = CompiledSelfPlaySearch(config, observation_size, config.selfplay.num_envs)
             self.eval_searcher = CompiledSelfPlaySearch(config, observation_size, config.run.eval_episodes)
+        self.selfplay = BatchedSelfPlay(config, self.environments, self.searcher) if batched else None
+        self.actor_network: Network | None = None
+        self.selfplay_moves, self.selfplay_seconds, self.selfplay_steps = 0, 0.0, 0
         self.checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, self.network, self.learner.optimizer,
                                          config.run.max_checkpoints)
         self.counters = {"env_steps": 0, "wall_seconds": 0.0, "eval_seconds": 0.0, "nonfinite_skips": 0}
@@ -158,7 +161,10 @@ class Trainer:
             "eval_rng": self.eval_rng.bit_generator.state,
             "python_random": random.getstate(),
             "numpy_global": np.random.get_state(),
-            "environment_episodes": [env.episodes for env in self.environments + self.eval_environments],
+            # Environments are pickled whole (gymnasium's CartPole pickles with its state), with
+            # the games in progress that hold them, so a resumed run continues those games.
+            "environments": (self.environments, self.eval_environments),
+            "games_in_progress": self.selfplay.games if self.selfplay else [],
             "replay": self.replay_buffer.state_dict(),
             "counters": dict(self.counters),
         }
@@ -168,8 +174,10 @@ class Trainer:
         self.eval_rng.bit_generator.state = state["eval_rng"]
         random.setstate(state["python_random"])
         np.random.set_state(state["numpy_global"])
-        for env, episodes in zip(self.environments + self.eval_environments, state["environment_episodes"], strict=True):
-            env.episodes = episodes
+        self.environments, self.eval_environments = state["environments"]
+        if self.selfplay is not None:
+            self.selfplay.environments = self.environments
+            self.selfplay.games = state["games_in_progress"]
         self.replay_buffer.load_state_dict(state["replay"])
         self.counters.update(state["counters"])
         self.network.steps = self.learner.training_step
@@ -281,30 +289,37 @@ class Trainer:
                              f"{step + 1} (train.max_consecutive_nonfinite); last good checkpoint: {last_good}")
 
     def _play_round(self) -> None:
-        """Self-play: one game (reference search) or num_envs games (batched), saved to replay."""
+        """Self-play: one move in each of num_envs games (batched), or one whole game (reference)."""
         started = time.time()
-        if self.config.selfplay.batched:
-            games = play_games_batched(self.config, self.storage.latest_network, self.environments, self.rng,
-                                       refresh_interval=self.config.selfplay.refresh_interval, searcher=self.searcher)
+        if self.selfplay is not None:
+            # The newest published network, pulled every refresh_interval moves.
+            if self.selfplay_steps % self.config.selfplay.refresh_interval == 0:
+                self.actor_network = self.storage.latest_network()
+            self.selfplay_steps += 1
+            moves_before = self.selfplay.moves_in_progress()
+            games = [game for _, game in self.selfplay.step(self.actor_network, self.rng)]
+            moves = self.selfplay.moves_in_progress() + sum(len(game) for game in games) - moves_before
         else:
             games = [play_game(self.config, self.storage.latest_network(), self.environments[0], self.rng)]
-        seconds = time.time() - started
-        moves = sum(len(game) for game in games)
+            moves = len(games[0])
+        self.selfplay_seconds += time.time() - started
+        self.selfplay_moves += moves
+        self.counters["env_steps"] += moves
         for game in games:
             self.replay_buffer.save_game(game)
-            self.counters["env_steps"] += len(game)
             self.returns.append(game.episode_return())
             self.summaries.scalars(self.learner.training_step, {
                 "selfplay/episode_return": game.episode_return(),
                 "selfplay/episode_length": len(game),
                 "mcts/root_value": float(np.mean(game.root_values)),
             })
-        self.summaries.scalars(self.learner.training_step, {
-            "selfplay/moves_per_sec": moves / max(seconds, 1e-9),
-            "selfplay/env_steps": self.counters["env_steps"],
-            "replay/games": len(self.replay_buffer),
-            "replay/games_saved": self.replay_buffer.games_saved,
-        })
+        if games:
+            self.summaries.scalars(self.learner.training_step, {
+                "selfplay/moves_per_sec": self.selfplay_moves / max(self.selfplay_seconds, 1e-9),
+                "selfplay/env_steps": self.counters["env_steps"],
+                "replay/games": len(self.replay_buffer),
+                "replay/games_saved": self.replay_buffer.games_saved,
+            })
 
     def _evaluate(self, step: int) -> np.ndarray:
         started = time.time()

@@ -50,56 +50,92 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
     return game
 
 
-# Many games at once: one batched search per move for all unfinished games. The
-# games run in lockstep until every one has ended, so no game is ever half played
-# when the learner runs or a checkpoint is written.
-def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], environments: list[Environment],
-                       rng: np.random.Generator, greedy: bool = False, refresh_interval: int = 0,
-                       searcher: Callable | None = None) -> list[Game]:
-    """Plays one game in each environment with `run_batched_mcts`; returns the games in order.
+# Many games at once: one batched search per move for all of them. A game that
+# ends is handed back, and its environment starts the next game at the next move.
+class BatchedSelfPlay:
+    """A game in progress in each environment, advanced together one move at a time.
 
     Args:
       config: search constants, max_moves, discount, temperature schedule.
-      network_fn: returns the network to use (SharedStorage.latest_network); called at the
-        start and then every `refresh_interval` moves (0: only at the start).
-      environments: one per game, each reset at the start.
-      rng: Dirichlet noise per game and action sampling, drawn game by game in order.
-      greedy: evaluation mode: no exploration noise, temperature 0.
-      searcher: replaces `run_batched_mcts`, e.g. a `CompiledSelfPlaySearch`; called as
+      environments: one per game slot.
+      searcher: replaces `run_batched_mcts` (e.g. `CompiledSelfPlaySearch`); called as
         searcher(config, root_output, network, legal, to_play, noise).
+      restart: start a new game in a slot whose game ended (false: one game per slot).
     """
-    searcher = searcher or run_batched_mcts
-    games = [Game(config.action_space_size, config.discount, environment) for environment in environments]
-    network = network_fn()
-    move = 0
-    while True:
-        active = [game for game in games if not game.terminal() and len(game.history) < config.max_moves]
-        if not active:
-            break
-        if refresh_interval and move and move % refresh_interval == 0:
-            network = network_fn()
-        observations = np.stack([game.make_image(-1) for game in active])
-        legal = np.zeros((len(active), config.action_space_size), bool)
-        for i, game in enumerate(active):
-            legal[i, game.legal_actions()] = True
+
+    def __init__(self, config: MuZeroConfig, environments: list[Environment], searcher: Callable | None = None,
+                 restart: bool = True):
+        self.config = config
+        self.environments = environments
+        self.searcher = searcher or run_batched_mcts
+        self.restart = restart
+        self.games: list[Game | None] = [None] * len(environments)
+        self.closed = [False] * len(environments)
+
+    def step(self, network: Network, rng: np.random.Generator, greedy: bool = False) -> list[tuple[int, Game]]:
+        """Plays one move in every game in progress; returns (slot, game) for the games that ended.
+
+        Args:
+          greedy: evaluation mode: no exploration noise, temperature 0.
+        """
+        config = self.config
+        for i, game in enumerate(self.games):
+            if game is None and not self.closed[i]:
+                self.games[i] = Game(config.action_space_size, config.discount, self.environments[i])
+        slots = [i for i, game in enumerate(self.games) if game is not None]
+        if not slots:
+            return []
+        games = [self.games[i] for i in slots]
+        observations = np.stack([game.make_image(-1) for game in games])
+        legal = np.zeros((len(games), config.action_space_size), bool)
+        for row, game in enumerate(games):
+            legal[row, game.legal_actions()] = True
         noise = None
         if not greedy:
             noise = np.zeros(legal.shape)
-            for i in range(len(active)):
-                actions = np.flatnonzero(legal[i])
-                noise[i, actions] = rng.dirichlet([config.search.root_dirichlet_alpha] * len(actions))
-        to_play = np.array([game.to_play() for game in active])
-        result = searcher(config, network.initial_inference(observations), network, legal, to_play, noise)
-        for i, game in enumerate(active):
-            visits = [(int(result.visit_counts[i, a]), int(a)) for a in np.flatnonzero(legal[i])]
+            for row in range(len(games)):
+                actions = np.flatnonzero(legal[row])
+                noise[row, actions] = rng.dirichlet([config.search.root_dirichlet_alpha] * len(actions))
+        to_play = np.array([game.to_play() for game in games])
+        result = self.searcher(config, network.initial_inference(observations), network, legal, to_play, noise)
+        finished = []
+        for row, (slot, game) in enumerate(zip(slots, games)):
+            visits = [(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])]
             temperature = 0.0 if greedy else config.visit_softmax_temperature_fn(len(game.history),
                                                                                   network.training_steps())
-            action = softmax_sample(visits, temperature, rng)
-            game.apply(action)
-            game.store_visit_statistics(result.visit_counts[i].tolist(), result.root_value[i])
+            game.apply(softmax_sample(visits, temperature, rng))
+            game.store_visit_statistics(result.visit_counts[row].tolist(), result.root_value[row])
+            if game.terminal() or len(game.history) >= config.max_moves:
+                game.environment = None
+                finished.append((slot, game))
+                self.games[slot] = None
+                self.closed[slot] = not self.restart
+        return finished
+
+    def moves_in_progress(self) -> int:
+        return sum(len(game) for game in self.games if game is not None)
+
+
+def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], environments: list[Environment],
+                       rng: np.random.Generator, greedy: bool = False, refresh_interval: int = 0,
+                       searcher: Callable | None = None) -> list[Game]:
+    """Plays one game in each environment with the batched search; returns them in environment order.
+
+    Args:
+      network_fn: returns the network to use; called at the start and then every
+        `refresh_interval` moves (0: only at the start).
+      greedy: evaluation mode: no exploration noise, temperature 0.
+    """
+    selfplay = BatchedSelfPlay(config, environments, searcher, restart=False)
+    games: list[Game | None] = [None] * len(environments)
+    network = network_fn()
+    move = 0
+    while not all(selfplay.closed):
+        if refresh_interval and move and move % refresh_interval == 0:
+            network = network_fn()
+        for slot, game in selfplay.step(network, rng, greedy):
+            games[slot] = game
         move += 1
-    for game in games:
-        game.environment = None
     return games
 
 

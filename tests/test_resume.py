@@ -102,10 +102,12 @@ def _games(state: dict) -> list:
             for g in state["replay"]["games"]]
 
 
-def test_exact_resume_equals_straight_run(tmp_path):
+@pytest.mark.parametrize("selfplay", [[], ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"]],
+                         ids=["one_game", "batched_games_in_progress"])
+def test_exact_resume_equals_straight_run(tmp_path, selfplay):
     k, m = 20, 20
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    settings = ["--set", f"train.training_steps={k + m}", "--set", "train.checkpoint_interval=5"]
+    settings = ["--set", f"train.training_steps={k + m}", "--set", "train.checkpoint_interval=5", *selfplay]
     assert _run("train", "--config", TINY, "--logdir", str(straight), *settings).returncode == 0
 
     process = _start(tmp_path / "log", "train", "--config", TINY, "--logdir", str(interrupted), *settings)
