@@ -39,6 +39,10 @@ class GameConfig:
     max_moves: int = field(default=500, metadata=_range(min=1))
     # Discount gamma used for targets and inside the search.
     discount: float = field(default=0.997, metadata=_range(gt=0.0, max=1.0))
+    # The pseudocode treats the end of every game as absorbing (value 0 after it). When
+    # true, a game cut by a time limit or max_moves (not ended) bootstraps its value
+    # targets from the network's value of its last observation instead.
+    bootstrap_truncated: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ class EnvironmentSpecError(ValueError):
 
 
 class Environment:
-    """reset() -> observation; step(action) -> (observation, reward, done); legal_actions()."""
+    """reset() -> observation; step(action) -> (observation, reward, terminated, truncated); legal_actions()."""
 
     def __init__(self, env_id: str, seed: int):
         import gymnasium
@@ -33,9 +33,11 @@ class Environment:
         self.episodes += 1
         return np.asarray(observation, np.float32)
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool]:
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool]:
+        """Returns (observation, reward, terminated, truncated) as gymnasium defines them:
+        terminated when the episode really ended, truncated when a time limit cut it."""
         observation, reward, terminated, truncated, _ = self._env.step(int(action))
-        return np.asarray(observation, np.float32), float(reward), bool(terminated or truncated)
+        return np.asarray(observation, np.float32), float(reward), bool(terminated), bool(truncated)
 
     def legal_actions(self) -> list[int]:
         return list(range(self.action_space_size))

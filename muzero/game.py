@@ -37,6 +37,10 @@ class Game:
         self.root_values: list[float] = []
         self.observations: list[np.ndarray] = []
         self.done = False
+        self.terminated = False
+        # Set when a time limit (or max_moves) cut the game short rather than the game
+        # ending: the value of the last observation, to bootstrap from (see make_target).
+        self.bootstrap_value: float | None = None
         if environment is not None:
             self.observations.append(environment.reset())
 
@@ -49,11 +53,16 @@ class Game:
         return list(range(self.action_space_size))
 
     def apply(self, action: int) -> None:
-        observation, reward, done = self.environment.step(action)
+        observation, reward, terminated, truncated = self.environment.step(action)
         self.observations.append(observation)
         self.rewards.append(reward)
         self.history.append(action)
-        self.done = done
+        self.done = terminated or truncated
+        self.terminated = terminated
+
+    def truncated(self, max_moves: int) -> bool:
+        """The game stopped without ending: a time limit or max_moves cut it."""
+        return not self.terminated and (self.done or len(self.history) >= max_moves)
 
     def store_search_statistics(self, root: Node) -> None:
         visits = [root.children[a].visit_count if a in root.children else 0 for a in range(self.action_space_size)]
@@ -84,6 +93,10 @@ class Game:
             bootstrap_index = current_index + td_steps
             if bootstrap_index < len(self.root_values):
                 value = self.root_values[bootstrap_index] * self.discount**td_steps
+            elif self.bootstrap_value is not None and current_index < len(self.root_values):
+                # Not in the pseudocode: the game was cut by a time limit, not ended, so the
+                # return goes on past the last observation; bootstrap from its value.
+                value = self.bootstrap_value * self.discount ** (len(self.root_values) - current_index)
             else:
                 value = 0.0
 

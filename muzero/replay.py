@@ -169,6 +169,8 @@ class FlatGames:
         self.root_values = np.concatenate([np.asarray(g.root_values, np.float64) for g in games])
         self.child_visits = np.concatenate([np.asarray(g.child_visits, np.float64).reshape(-1, action_space_size)
                                             for g in games])
+        self.has_bootstrap = np.array([g.bootstrap_value is not None for g in games])
+        self.bootstrap_value = np.array([g.bootstrap_value or 0.0 for g in games], np.float64)
 
 
 # The pseudocode's make_target for a whole batch: every index is computed for all B
@@ -188,7 +190,10 @@ def make_batch_vectorized(flat: FlatGames, game_index: np.ndarray, positions: np
     index = positions[:, None] + np.arange(num_unroll_steps + 1)  # [B, K + 1]
     inside = index < length
     bootstrap = index + td_steps
-    value = np.where(bootstrap < length, flat.root_values[at(bootstrap)] * discount**td_steps, 0.0)
+    # Past the end: 0 (absorbing), or for a game cut by a time limit its final value.
+    cut = flat.has_bootstrap[game_index][:, None]
+    final = np.where(cut, flat.bootstrap_value[game_index][:, None] * discount ** np.maximum(length - index, 0), 0.0)
+    value = np.where(bootstrap < length, flat.root_values[at(bootstrap)] * discount**td_steps, final)
     j = np.arange(td_steps)
     reward_index = index[..., None] + j  # [B, K + 1, td]
     rewards = np.where(reward_index < length[..., None], flat.rewards[start[..., None] +

@@ -47,7 +47,19 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
         game.apply(action)
         game.store_search_statistics(root)
     game.environment = None
+    set_bootstrap_values(config, network, [game])
     return game
+
+
+def set_bootstrap_values(config: MuZeroConfig, network: Network, games: list[Game]) -> None:
+    """With `game.bootstrap_truncated`, gives each game cut short (not ended) the network's
+    value of its last observation, for make_target to bootstrap from."""
+    cut = [game for game in games if game.truncated(config.max_moves)]
+    if not config.game.bootstrap_truncated or not cut:
+        return
+    values = network.initial_inference(np.stack([game.make_image(-1) for game in cut])).value
+    for game, value in zip(cut, np.asarray(values, np.float64)):
+        game.bootstrap_value = float(value)
 
 
 # Many games at once: one batched search per move for all of them. A game that
@@ -110,6 +122,7 @@ class BatchedSelfPlay:
                 finished.append((slot, game))
                 self.games[slot] = None
                 self.closed[slot] = not self.restart
+        set_bootstrap_values(config, network, [game for _, game in finished])
         return finished
 
     def moves_in_progress(self) -> int:

@@ -57,3 +57,44 @@ def test_store_search_statistics_normalises_visits_over_the_action_space():
     # Visits 1 and 3 of 4; action 2 is not a child -> 0. Root value 8 / 4 = 2.
     assert game.child_visits == [[0.25, 0.75, 0.0]]
     assert game.root_values == [2.0]
+
+
+def test_truncated_game_bootstraps_from_its_final_value():
+    game = _game(rewards=[1, 1, 1], root_values=[5, 6, 7], discount=0.5)
+    game.bootstrap_value = 10.0
+    targets = game.make_target(state_index=0, num_unroll_steps=3, td_steps=2)
+    # index 0: bootstrap 2 inside: 7 * 0.25 + 1 + 0.5 = 3.25 (as without truncation)
+    # index 1: bootstrap 3 past the end: 10 * 0.5^(3 - 1) = 2.5, + 1 + 0.5 = 4.0
+    # index 2: 10 * 0.5^(3 - 2) = 5, + 1 = 6.0
+    # index 3: past the end: absorbing, 0
+    assert [v for v, _, _ in targets] == [3.25, 4.0, 6.0, 0.0]
+    game.bootstrap_value = None
+    # The pseudocode's absorbing end: 1 + 0.5 = 1.5 and 1.
+    assert [v for v, _, _ in game.make_target(0, 3, 2)] == [3.25, 1.5, 1.0, 0.0]
+
+
+class _ScriptedEnvironment:
+    def __init__(self, endings):
+        self.endings = list(endings)
+
+    def reset(self):
+        return [0.0]
+
+    def step(self, action):
+        terminated, truncated = self.endings.pop(0)
+        return [0.0], 1.0, terminated, truncated
+
+    def legal_actions(self):
+        return [0, 1]
+
+
+@pytest.mark.parametrize("endings, max_moves, expected", [
+    ([(False, False), (True, False)], 10, False),   # the pole fell: a real end
+    ([(False, False), (False, True)], 10, True),    # gymnasium's time limit
+    ([(False, False), (False, False)], 2, True),    # max_moves
+])
+def test_truncated_versus_terminated(endings, max_moves, expected):
+    game = Game(action_space_size=2, discount=1.0, environment=_ScriptedEnvironment(endings))
+    game.apply(0)
+    game.apply(1)
+    assert game.truncated(max_moves) is expected

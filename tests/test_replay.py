@@ -84,6 +84,7 @@ def _random_game(rng: np.random.Generator, length: int, actions: int = 3) -> Gam
 def test_vectorized_batch_equals_make_target(num_unroll_steps, td_steps):
     rng = np.random.default_rng(2)
     games = [_random_game(rng, length) for length in (1, 2, 7, 30, 64)]
+    games[2].bootstrap_value, games[4].bootstrap_value = 3.5, -1.25  # cut by a time limit
     flat = FlatGames(games, 3)
     # Every position of every game, so the ends of games (padding, absorbing states,
     # bootstraps past the end) are all covered.
