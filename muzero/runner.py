@@ -203,7 +203,7 @@ class Trainer:
                 self._train_to_ratio()
                 if self.learner.training_step >= train_cfg.training_steps or self.stop_signal is not None:
                     break
-                self._play_round()
+                self._self_play()
                 self._maybe_print_progress()
             # Final checkpoint; a second Ctrl-C while it is written is ignored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -288,7 +288,7 @@ class Trainer:
             raise RunStopped(f"{self.consecutive_nonfinite} consecutive non-finite updates up to training step "
                              f"{step + 1} (train.max_consecutive_nonfinite); last good checkpoint: {last_good}")
 
-    def _play_round(self) -> None:
+    def _self_play(self) -> None:
         """Self-play: one move in each of num_envs games (batched), or one whole game (reference)."""
         started = time.time()
         if self.selfplay is not None:
