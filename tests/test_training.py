@@ -216,3 +216,30 @@ def test_gradient_norm_summaries_every_interval():
     parts = [second[f"grad/{n}_norm"] for n in ("representation", "dynamics", "prediction")]
     assert second["grad/global_norm"] == pytest.approx(np.sqrt(np.sum(np.square(parts))), rel=1e-5)
     assert learner.tracing_count() == 1
+
+
+def test_train_network_publishes_every_checkpoint_interval():
+    from muzero.config import ReplayConfig
+    from muzero.game import Game
+    from muzero.replay import ReplayBuffer
+    from muzero.storage import SharedStorage
+    from muzero.training import train_network
+
+    config, network, _ = _setup(3)
+    config = config.replace(train=dataclasses.replace(config.train, batch_size=4, checkpoint_interval=2),
+                            replay=ReplayConfig(window_size=10))
+    learner = Learner(config, network, observation_size=4)
+    game = Game(action_space_size=2, discount=config.discount)
+    game.observations = [np.full(4, i, np.float32) for i in range(6)]
+    game.history, game.rewards = [0, 1, 0, 1, 0], [1.0] * 5
+    game.root_values, game.child_visits = [1.0] * 5, [[0.5, 0.5]] * 5
+    buffer = ReplayBuffer(config, np.random.default_rng(0))
+    buffer.save_game(game)
+    storage = SharedStorage(2)
+    published = []
+    original = storage.save_network
+    storage.save_network = lambda step, net: (published.append(step), original(step, net))
+    metrics = train_network(config, learner, buffer, storage, num_steps=5)
+    # Saved at steps 0, 2 and 4 (every checkpoint_interval = 2) and once at the end (5).
+    assert published == [0, 2, 4, 5] and learner.training_step == 5
+    assert storage.latest_network().training_steps() == 5 and np.isfinite(metrics["loss/total"])
