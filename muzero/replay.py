@@ -48,10 +48,13 @@ class ReplayBuffer:
         self.games_saved = 0
         self.discount = config.discount
         self._flat: FlatGames | None = None
-        self._flat_version = -1
 
     def save_game(self, game: Game) -> None:
         # The deque drops the oldest game once the window is full.
+        if self._flat is not None:
+            if len(self.buffer) == self.window_size:
+                self._flat.drop_oldest()
+            self._flat.append(game)
         self.buffer.append(game)
         self.games_saved += 1
 
@@ -90,9 +93,8 @@ class ReplayBuffer:
                                      self.discount)
 
     def _flat_games(self) -> FlatGames:
-        if self._flat is None or self._flat_version != self.games_saved:
+        if self._flat is None:
             self._flat = FlatGames(list(self.buffer), self.action_space_size)
-            self._flat_version = self.games_saved
         return self._flat
 
     def _game_probabilities(self) -> np.ndarray | None:
@@ -152,25 +154,96 @@ def make_batch(games_positions: list[tuple[Game, int]], padding: np.ndarray, num
 
 
 class FlatGames:
-    """The buffer's games concatenated into flat arrays, for vectorised batches.
+    """The buffer's games as flat arrays, for vectorised batches, kept up to date incrementally.
 
-    Moves of game g are rows move_start[g] .. move_start[g] + length[g] - 1 of
-    actions / rewards / root_values / child_visits; its length[g] + 1 observations
-    start at obs_start[g].
+    Moves of game g are rows move_start[g] .. move_start[g] + length[g] - 1 of actions /
+    rewards / root_values / child_visits; its length[g] + 1 observations start at
+    obs_start[g]. New games are appended (capacity doubles when full); evicted games only
+    leave their rows unused, and the arrays are compacted once more than half is unused,
+    so each game's rows are copied O(1) times on average.
     """
 
     def __init__(self, games: list[Game], action_space_size: int):
-        self.length = np.array([len(g) for g in games], np.int64)
-        self.move_start = np.concatenate([[0], np.cumsum(self.length)[:-1]]).astype(np.int64)
-        self.obs_start = self.move_start + np.arange(len(games))
-        self.observations = np.concatenate([np.asarray(g.observations, np.float32) for g in games])
-        self.actions = np.concatenate([np.asarray(g.history, np.int64) for g in games])
-        self.rewards = np.concatenate([np.asarray(g.rewards, np.float64) for g in games])
-        self.root_values = np.concatenate([np.asarray(g.root_values, np.float64) for g in games])
-        self.child_visits = np.concatenate([np.asarray(g.child_visits, np.float64).reshape(-1, action_space_size)
-                                            for g in games])
-        self.has_bootstrap = np.array([g.bootstrap_value is not None for g in games])
-        self.bootstrap_value = np.array([g.bootstrap_value or 0.0 for g in games], np.float64)
+        self.action_space_size = action_space_size
+        self._rebuild(games)
+
+    def _rebuild(self, games: list[Game]) -> None:
+        self._games: list[Game] = []
+        self._starts: list[tuple[int, int]] = []
+        self._moves_used = self._obs_used = 0
+        self.observations = self.actions = self.rewards = self.root_values = self.child_visits = None
+        for game in games:
+            self.append(game)
+
+    def append(self, game: Game) -> None:
+        n = len(game)
+        observations = np.asarray(game.observations, np.float32)
+        if self.observations is None:
+            self._allocate(max(n, 1024), max(n + 1, 1024), observations.shape[1:])
+        if self._moves_used + n > len(self.actions) or self._obs_used + n + 1 > len(self.observations):
+            self._allocate(2 * (self._moves_used + n), 2 * (self._obs_used + n + 1), observations.shape[1:])
+        m, o = self._moves_used, self._obs_used
+        self.observations[o:o + n + 1] = observations
+        self.actions[m:m + n] = game.history
+        self.rewards[m:m + n] = game.rewards
+        self.root_values[m:m + n] = game.root_values
+        self.child_visits[m:m + n] = np.asarray(game.child_visits, np.float64).reshape(n, self.action_space_size)
+        self._games.append(game)
+        self._starts.append((m, o))
+        self._moves_used, self._obs_used = m + n, o + n + 1
+        self._index_cache = None
+
+    def drop_oldest(self) -> None:
+        self._games.pop(0)
+        self._starts.pop(0)
+        self._index_cache = None
+        live = sum(len(game) for game in self._games)
+        if self._moves_used > 2 * max(live, 1024):
+            self._rebuild(self._games)
+
+    def _allocate(self, moves: int, observations: int, observation_shape: tuple[int, ...]) -> None:
+        def grow(old, shape, dtype):
+            new = np.zeros(shape, dtype)
+            if old is not None:
+                new[:len(old)] = old
+            return new
+
+        self.observations = grow(self.observations, (observations, *observation_shape), np.float32)
+        self.actions = grow(self.actions, (moves,), np.int64)
+        self.rewards = grow(self.rewards, (moves,), np.float64)
+        self.root_values = grow(self.root_values, (moves,), np.float64)
+        self.child_visits = grow(self.child_visits, (moves, self.action_space_size), np.float64)
+
+    def _index(self) -> tuple:
+        if self._index_cache is None:
+            self._index_cache = (
+                np.array([len(game) for game in self._games], np.int64),
+                np.array([m for m, _ in self._starts], np.int64),
+                np.array([o for _, o in self._starts], np.int64),
+                np.array([game.bootstrap_value is not None for game in self._games]),
+                np.array([game.bootstrap_value or 0.0 for game in self._games], np.float64),
+            )
+        return self._index_cache
+
+    @property
+    def length(self) -> np.ndarray:
+        return self._index()[0]
+
+    @property
+    def move_start(self) -> np.ndarray:
+        return self._index()[1]
+
+    @property
+    def obs_start(self) -> np.ndarray:
+        return self._index()[2]
+
+    @property
+    def has_bootstrap(self) -> np.ndarray:
+        return self._index()[3]
+
+    @property
+    def bootstrap_value(self) -> np.ndarray:
+        return self._index()[4]
 
 
 # The pseudocode's make_target for a whole batch: every index is computed for all B

@@ -109,3 +109,27 @@ def test_sample_batch_uses_new_games():
     # The flat copy is rebuilt after new games: positions of the new games appear.
     seen = set(np.concatenate([buffer.sample_batch(2, 1).observation[:, 0] for _ in range(20)]))
     assert seen & {100.0, 101.0, 102.0} and seen & {200.0, 201.0, 202.0}
+
+
+def test_incremental_flat_copy_matches_a_fresh_one_through_evictions():
+    rng = np.random.default_rng(4)
+    config = MuZeroConfig(game=GameConfig(discount=0.97, action_space_size=3),
+                          train=TrainConfig(batch_size=4), replay=ReplayConfig(window_size=3))
+    buffer = ReplayBuffer(config, rng)
+    buffer.save_game(_random_game(rng, 5))
+    buffer.sample_batch(2, 3)  # creates the flat copy; later games are appended to it
+    # Long games: the arrays grow, the oldest games are evicted, and the copy is compacted.
+    for length in (700, 40, 900, 650, 3, 800, 1200, 20):
+        game = _random_game(rng, length)
+        game.bootstrap_value = float(length) if length % 2 else None
+        buffer.save_game(game)
+        incremental, fresh = buffer._flat_games(), FlatGames(list(buffer.buffer), 3)
+        pairs = [(g, i) for g, game in enumerate(buffer.buffer) for i in range(len(game))]
+        index = np.array([g for g, _ in pairs])
+        positions = np.array([i for _, i in pairs])
+        padding = np.zeros((len(pairs), 2), np.int64)
+        a = make_batch_vectorized(incremental, index, positions, padding, 2, 3, 0.97)
+        b = make_batch_vectorized(fresh, index, positions, padding, 2, 3, 0.97)
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert len(buffer) == 3
