@@ -172,6 +172,7 @@ class FlatGames:
         self._starts: list[tuple[int, int]] = []
         self._moves_used = self._obs_used = 0
         self.observations = self.actions = self.rewards = self.root_values = self.child_visits = None
+        self._reindex()
         for game in games:
             self.append(game)
 
@@ -191,15 +192,16 @@ class FlatGames:
         self._games.append(game)
         self._starts.append((m, o))
         self._moves_used, self._obs_used = m + n, o + n + 1
-        self._index_cache = None
+        self._reindex()
 
     def drop_oldest(self) -> None:
         self._games.pop(0)
         self._starts.pop(0)
-        self._index_cache = None
         live = sum(len(game) for game in self._games)
         if self._moves_used > 2 * max(live, 1024):
             self._rebuild(self._games)
+        else:
+            self._reindex()
 
     def _allocate(self, moves: int, observations: int, observation_shape: tuple[int, ...]) -> None:
         def grow(old, shape, dtype):
@@ -214,36 +216,13 @@ class FlatGames:
         self.root_values = grow(self.root_values, (moves,), np.float64)
         self.child_visits = grow(self.child_visits, (moves, self.action_space_size), np.float64)
 
-    def _index(self) -> tuple:
-        if self._index_cache is None:
-            self._index_cache = (
-                np.array([len(game) for game in self._games], np.int64),
-                np.array([m for m, _ in self._starts], np.int64),
-                np.array([o for _, o in self._starts], np.int64),
-                np.array([game.bootstrap_value is not None for game in self._games]),
-                np.array([game.bootstrap_value or 0.0 for game in self._games], np.float64),
-            )
-        return self._index_cache
-
-    @property
-    def length(self) -> np.ndarray:
-        return self._index()[0]
-
-    @property
-    def move_start(self) -> np.ndarray:
-        return self._index()[1]
-
-    @property
-    def obs_start(self) -> np.ndarray:
-        return self._index()[2]
-
-    @property
-    def has_bootstrap(self) -> np.ndarray:
-        return self._index()[3]
-
-    @property
-    def bootstrap_value(self) -> np.ndarray:
-        return self._index()[4]
+    def _reindex(self) -> None:
+        """Per-game index arrays for the games in the window (a few hundred entries)."""
+        self.length = np.array([len(game) for game in self._games], np.int64)
+        self.move_start = np.array([m for m, _ in self._starts], np.int64)
+        self.obs_start = np.array([o for _, o in self._starts], np.int64)
+        self.has_bootstrap = np.array([game.bootstrap_value is not None for game in self._games], bool)
+        self.bootstrap_value = np.array([game.bootstrap_value or 0.0 for game in self._games], np.float64)
 
 
 # The pseudocode's make_target for a whole batch: every index is computed for all B
