@@ -28,20 +28,11 @@ import tensorflow as tf
 from absl import logging
 
 from muzero.models import MLPNetwork
-from muzero.run_dir import complete_steps
+from muzero.run_dir import complete_steps, write_atomically
 
 
 class CheckpointError(RuntimeError):
     """No usable checkpoint, or one that cannot be written."""
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -116,10 +107,10 @@ class Checkpointer:
         if bad:
             raise CheckpointError(f"not writing checkpoint at step {step}: non-finite values in {', '.join(bad)}")
         manager = self.manager
-        _write_atomically(self.directory / f"state-{step}.pkl", pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        write_atomically(self.directory / f"state-{step}.pkl", pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
         manager.save(checkpoint_number=step)
         marker = self.directory / f"ckpt-{step}.complete"
-        _write_atomically(marker, b"")
+        write_atomically(marker, b"")
         _fsync_directory(self.directory)
         # The manager deleted the TensorFlow files of checkpoints beyond max_to_keep;
         # drop their state and marker too (marker first, so nothing half-present looks complete).

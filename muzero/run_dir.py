@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -34,3 +35,13 @@ def complete_steps(directory: str | Path) -> list[int]:
 def checkpoint_files_present(directory: Path, step: int) -> bool:
     return ((directory / f"ckpt-{step}.index").is_file() and (directory / f"state-{step}.pkl").is_file()
             and any(directory.glob(f"ckpt-{step}.data-*")))
+
+
+def write_atomically(path: Path, data: bytes | str) -> None:
+    """Writes `data` to `path` all or nothing: a temporary file, fsync'ed, then renamed over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

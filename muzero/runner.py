@@ -3,9 +3,11 @@
 The pseudocode runs actors (`run_selfplay`) and the learner (`train_network`)
 concurrently, talking through `SharedStorage` (networks) and `ReplayBuffer`
 (games). Here they alternate in one process: train until the number of training
-steps reaches `train.steps_per_move` times the moves played so far, then play one
-game with the newest published network and save it. The pieces exchange only plain
-data (games, numpy weights), so they can later run apart.
+steps reaches `train.steps_per_move` times the moves played so far, then play with
+the newest published network: one whole game (the reference `play_game`), or with
+`selfplay.batched` one move in each of `num_envs` games in progress. Finished games
+go to replay. The pieces exchange only plain data (games, numpy weights), so they can
+later run apart.
 
 Everything the loop depends on (weights, optimizer, replay buffer, RNG states,
 counters) is in each checkpoint, so a resumed run continues exactly where the
@@ -16,6 +18,7 @@ changes the training trajectory.
 from __future__ import annotations
 
 import csv
+import io
 import random
 import signal
 import time
@@ -31,7 +34,7 @@ from muzero.config_io import config_to_yaml
 from muzero.environment import Environment
 from muzero.network import Network
 from muzero.replay import Batch, ReplayBuffer
-from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
 from muzero.selfplay import BatchedSelfPlay, play_game, play_games_batched
 from muzero.storage import SharedStorage
 
@@ -50,13 +53,6 @@ def seed_everything(seed: int) -> None:
     keras.utils.set_random_seed(seed)  # Python, numpy and TensorFlow global seeds.
     # tf.random.Generator's global instance is not covered by set_seed; it is checkpointed.
     tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Writes `text` to `path` through a temporary file and a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def evaluate_network(config: MuZeroConfig, network: Network, environments: list[Environment], episodes: int,
@@ -361,12 +357,11 @@ def _truncate_eval_csv(path: Path, step: int) -> None:
         return
     with open(path, newline="") as f:
         rows = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=EVAL_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
 
 
 def train(config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...], resume: bool = False) -> dict:
