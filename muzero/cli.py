@@ -80,7 +80,7 @@ def command_train(args: argparse.Namespace) -> int:
         logdir = Path(args.logdir) if args.logdir else \
             Path("runs") / f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        observation_shape = check_environment(config.game.id, config.action_space_size)
+        observation_shape = check_environment(config)
     except EnvironmentSpecError as error:
         raise UsageError(f"{where}: game.id: {error}") from None
     if args.resume is None:
@@ -127,12 +127,21 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
 
     def shapes(c):
         from muzero.environment import check_environment
+        from muzero.game import image_shape
 
+        observation_shape = check_environment(c)
+        net = c.network
+        if net.kind == "resnet":  # named by the config keys that set the shapes
+            return {"network.kind": net.kind, "image shape": image_shape(c.game.stacked_frames, observation_shape),
+                    "game.action_space_size": c.action_space_size, "network.planes": net.planes,
+                    "network.blocks": net.blocks, "network.hidden_layers": net.hidden_layers,
+                    "network.support_size": net.support_size}
         observation_size = 1
-        for dim in check_environment(c.game.id, c.action_space_size):
+        for dim in observation_shape:
             observation_size *= dim
-        return variable_shapes(observation_size, c.action_space_size, c.network.hidden_state_size,
-                               c.network.hidden_layers, c.network.support_size)
+        return {"network.kind": net.kind, **variable_shapes(observation_size, c.action_space_size,
+                                                            net.hidden_state_size, net.hidden_layers,
+                                                            net.support_size)}
 
     old_shapes, new_shapes = shapes(saved), shapes(config)
     differ = [f"{name} {old_shapes.get(name)} -> {new_shapes.get(name)}"

@@ -28,6 +28,30 @@ class KnownBounds:
 
 
 @dataclass(frozen=True)
+class AtariConfig:
+    """How an ALE game is wrapped (gymnasium's `AtariPreprocessing`); defaults are the paper's.
+
+    The paper's main Atari results use no sticky actions, up to 30 no-op actions at the
+    start of each episode, action repeat 4, 96x96 RGB frames, the full set of 18 actions,
+    and no end of episode on a lost life.
+    """
+
+    # Frames each action is repeated for (the base environment's frameskip is set to 1
+    # and the wrapper repeats, max-pooling the last two frames).
+    frame_skip: int = field(default=4, metadata=_range(min=1))
+    # Side of the square RGB frame the wrapper resizes to.
+    screen_size: int = field(default=96, metadata=_range(min=8))
+    # Up to this many random no-op actions after each reset (0: none).
+    noop_max: int = field(default=30, metadata=_range(min=0))
+    # Machado et al.'s sticky actions: the previous action repeats with this probability.
+    sticky_action_probability: float = field(default=0.0, metadata=_range(min=0.0, max=1.0))
+    # End the episode when a life is lost (the paper does not).
+    terminal_on_life_loss: bool = False
+    # All 18 joystick actions (the paper), or the game's minimal set.
+    full_action_space: bool = True
+
+
+@dataclass(frozen=True)
 class GameConfig:
     """What the environment is and how returns are discounted."""
 
@@ -43,6 +67,11 @@ class GameConfig:
     # true, a game cut by a time limit or max_moves (not ended) bootstraps its value
     # targets from the network's value of its last observation instead.
     bootstrap_truncated: bool = False
+    # Observation = the last `stacked_frames` frames and the actions that led to them
+    # (paper, Atari: 32); 1 = the environment's observation as it is.
+    stacked_frames: int = field(default=1, metadata=_range(min=1))
+    # Present for ALE games (`ALE/<Game>-v5`): how the environment is wrapped.
+    atari: AtariConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -101,12 +130,20 @@ class SelfPlayConfig:
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    """MLP network family for vector observations."""
+    """The network family: "mlp" for vector observations, "resnet" for images (Atari)."""
 
-    # Size of the hidden state s (scaled to [0, 1] per sample).
+    kind: str = field(default="mlp", metadata=_range(choices=("mlp", "resnet")))
+    # mlp: size of the hidden state s (scaled to [0, 1] per sample).
     hidden_state_size: int = field(default=32, metadata=_range(min=1))
-    # Widths of the hidden layers in each of the three functions.
+    # mlp: widths of the hidden layers in each of the three functions.
+    # resnet: widths of the fully connected layers of the value, reward and policy heads.
     hidden_layers: tuple[int, ...] = (64,)
+    # resnet: planes of the hidden state and of every convolution at 6x6 (paper: 256);
+    # the first downsampling stage uses half as many.
+    planes: int = field(default=256, metadata=_range(min=2))
+    # resnet: residual blocks after the downsampling in the representation, and in the
+    # dynamics (paper: 16 each).
+    blocks: int = field(default=16, metadata=_range(min=0))
     activation: str = field(default="elu", metadata=_range(choices=("relu", "elu", "tanh")))
     # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
     # integers -n..n after the h(x) transform, trained with cross-entropy.
@@ -138,6 +175,8 @@ class TrainConfig:
     # Not in the pseudocode (its actors and learner run concurrently): in one
     # process, training steps taken per self-play move, kept as a running ratio.
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
+    # Compute in bfloat16 with float32 weights (Keras "mixed_bfloat16"); for GPUs/TPUs.
+    mixed_precision: bool = False
 
 
 @dataclass(frozen=True)

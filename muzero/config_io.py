@@ -245,6 +245,11 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
     for i, width in enumerate(config.network.hidden_layers):
         if width < 1:
             raise fail(f"network.hidden_layers[{i}]", f"expected a width >= 1, got {width!r}")
+    if config.network.kind == "resnet" and not (config.selfplay.batched and config.selfplay.search == "compiled"):
+        raise fail("network.kind", "the resnet network runs only in the compiled batched search: "
+                   "set selfplay.batched: true and selfplay.search: compiled")
+    if config.game.atari is not None and config.network.kind != "resnet":
+        raise fail("network.kind", "an Atari game (game.atari) needs network.kind: resnet")
     if config.replay.min_games > config.replay.window_size:
         raise fail("replay.min_games", f"expected at most replay.window_size ({config.replay.window_size}), "
                    f"got {config.replay.min_games}")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from muzero.config import MuZeroConfig
 
 
 class EnvironmentSpecError(ValueError):
@@ -10,13 +15,20 @@ class EnvironmentSpecError(ValueError):
 
 
 class Environment:
-    """reset() -> observation; step(action) -> (observation, reward, terminated, truncated); legal_actions()."""
+    """reset() -> observation; step(action) -> (observation, reward, terminated, truncated); legal_actions().
+
+    Observations come as float32 arrays; subclasses may keep another dtype
+    (`AtariEnvironment`: uint8 frames).
+    """
+
+    observation_dtype = np.float32
 
     def __init__(self, env_id: str, seed: int):
         import gymnasium
 
+        self.env_id = env_id
         try:
-            self._env = gymnasium.make(env_id)
+            self._env = self._make()
         except gymnasium.error.Error as error:
             raise EnvironmentSpecError(f"unknown environment id {env_id!r} ({error})") from None
         space = self._env.action_space
@@ -27,17 +39,23 @@ class Environment:
         self._seed = seed
         self.episodes = 0
 
+    def _make(self):
+        """The gymnasium environment (subclasses add wrappers)."""
+        import gymnasium
+
+        return gymnasium.make(self.env_id)
+
     def reset(self) -> np.ndarray:
         # A distinct, reproducible seed per episode.
         observation, _ = self._env.reset(seed=self._seed * 1_000_003 + self.episodes)
         self.episodes += 1
-        return np.asarray(observation, np.float32)
+        return np.asarray(observation, self.observation_dtype)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool]:
         """Returns (observation, reward, terminated, truncated) as gymnasium defines them:
         terminated when the episode really ended, truncated when a time limit cut it."""
         observation, reward, terminated, truncated, _ = self._env.step(int(action))
-        return np.asarray(observation, np.float32), float(reward), bool(terminated), bool(truncated)
+        return np.asarray(observation, self.observation_dtype), float(reward), bool(terminated), bool(truncated)
 
     def legal_actions(self) -> list[int]:
         return list(range(self.action_space_size))
@@ -46,17 +64,26 @@ class Environment:
         self._env.close()
 
 
-def check_environment(env_id: str, action_space_size: int) -> tuple[int, ...]:
-    """Checks that `env_id` exists and has `action_space_size` actions; returns the observation shape.
+def make_environment(config: MuZeroConfig, seed: int) -> Environment:
+    """The environment `config.game` describes: an ALE game when `game.atari` is set."""
+    if config.game.atari is not None:
+        from muzero.atari import AtariEnvironment
+
+        return AtariEnvironment(config.game.id, seed, config.game.atari)
+    return Environment(config.game.id, seed)
+
+
+def check_environment(config: MuZeroConfig) -> tuple[int, ...]:
+    """Checks that the game exists and has `game.action_space_size` actions; returns the observation shape.
 
     Raises:
       EnvironmentSpecError: with a one-line message.
     """
-    env = Environment(env_id, seed=0)
+    env = make_environment(config, seed=0)
     try:
-        if env.action_space_size != action_space_size:
-            raise EnvironmentSpecError(
-                f"{env_id} has {env.action_space_size} actions, but game.action_space_size is {action_space_size}")
+        if env.action_space_size != config.action_space_size:
+            raise EnvironmentSpecError(f"{config.game.id} has {env.action_space_size} actions, but "
+                                       f"game.action_space_size is {config.action_space_size}")
         return env.observation_shape
     finally:
         env.close()

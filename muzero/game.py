@@ -16,6 +16,14 @@ from muzero.search import ActionHistory, Node
 Target = tuple[float, float, list[float]]
 
 
+def image_shape(stacked_frames: int, observation_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Shape of `Game.make_image`'s output for environment observations of `observation_shape`."""
+    if stacked_frames == 1:
+        return tuple(observation_shape)
+    height, width, channels = observation_shape
+    return height, width, stacked_frames * channels + stacked_frames
+
+
 class Game:
     """A single episode of interaction with the environment.
 
@@ -27,8 +35,10 @@ class Game:
       root_values: per move, the root's search value.
     """
 
-    def __init__(self, action_space_size: int, discount: float, environment: Environment | None = None):
+    def __init__(self, action_space_size: int, discount: float, environment: Environment | None = None,
+                 stacked_frames: int = 1):
         self.environment = environment
+        self.stacked_frames = stacked_frames
         self.action_space_size = action_space_size
         self.discount = discount
         self.history: list[int] = []
@@ -75,8 +85,32 @@ class Game:
         self.root_values.append(float(root_value))
 
     def make_image(self, state_index: int) -> np.ndarray:
-        """The observation the representation function sees at `state_index` (-1: latest)."""
-        return self.observations[state_index]
+        """The observation the representation function sees at `state_index` (-1: latest).
+
+        With `stacked_frames` n > 1 (the paper's Atari input, n = 32): the frames
+        o_{i-n+1} .. o_i and the actions that led to each of them, as one array
+        [H, W, n * C + n]: the n frames' channels oldest first, then n constant planes
+        holding each frame's incoming action index (the network divides them by the
+        number of actions, giving the paper's a / A planes). Before the first frame of
+        the game, frames are zeros; a frame with no incoming action (o_0 and the padding)
+        gets a plane of zeros. Stacks are built here, when needed, so each frame is
+        stored once.
+        """
+        n = self.stacked_frames
+        if n == 1:
+            return self.observations[state_index]
+        index = state_index % len(self.observations)
+        first = index - n + 1
+        frames = self.observations[max(first, 0):index + 1]
+        height, width, channels = frames[0].shape
+        image = np.zeros((height, width, n * channels + n), frames[0].dtype)
+        padding = n - len(frames)
+        image[..., padding * channels:n * channels] = np.concatenate(frames, axis=-1)
+        for j in range(n):
+            frame = first + j
+            if frame >= 1:
+                image[..., n * channels + j] = self.history[frame - 1]
+        return image
 
     # The value target is the discounted root value of the search tree td_steps
     # into the future, plus the discounted sum of all rewards until then

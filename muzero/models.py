@@ -47,6 +47,8 @@ class MLPNetwork(Network):
 
     def __init__(self, config: MuZeroConfig, observation_size: int):
         net = config.network
+        self.observation_spec = tf.TensorSpec([None, observation_size], tf.float32)
+        self.hidden_shape = (net.hidden_state_size,)
         self.action_space_size = config.action_space_size
         self.support_size = net.support_size
         self.activation = net.activation
@@ -85,7 +87,8 @@ class MLPNetwork(Network):
             reward_logits=reward_logits,
         )
 
-    def initial_inference(self, observation) -> NetworkOutput:
+    # `training` is part of the interface shared with `ResNetwork`; no layer here depends on it.
+    def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
         x = tf.reshape(tf.convert_to_tensor(observation, tf.float32), (tf.shape(observation)[0], -1))
         state = scale_hidden_state(self.representation(x)["state"])
         reward = tf.zeros(tf.shape(state)[:1])
@@ -93,7 +96,7 @@ class MLPNetwork(Network):
         reward_logits = None
         return self._predict(state, reward, reward_logits)
 
-    def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
+    def recurrent_inference(self, hidden_state, action, training: bool = False) -> NetworkOutput:
         one_hot = tf.one_hot(tf.cast(action, tf.int32), self.action_space_size)
         out = self.dynamics(tf.concat([hidden_state, one_hot], axis=-1))
         state = scale_hidden_state(out["state"])
@@ -118,3 +121,12 @@ class MLPNetwork(Network):
         """A numpy copy of the current weights for self-play."""
         return NumpyMLPNetwork(self.get_weights(), self.action_space_size, self.support_size,
                                self.activation, self.steps if steps is None else steps)
+
+
+def make_network(config: MuZeroConfig, observation_shape: tuple[int, ...]) -> Network:
+    """The Keras network `config.network.kind` names, for environment observations of `observation_shape`."""
+    if config.network.kind == "resnet":
+        from muzero.resnet import ResNetwork
+
+        return ResNetwork(config, observation_shape, np.uint8 if config.game.atari is not None else np.float32)
+    return MLPNetwork(config, int(np.prod(observation_shape)))

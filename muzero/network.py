@@ -104,6 +104,28 @@ def make_uniform_network(action_space_size: int, hidden_state_size: int = 1) -> 
     return UniformNetwork(action_space_size, hidden_state_size)
 
 
+class PublishedWeights(Network):
+    """A published network that only a search holding a Keras copy can run (the resnet:
+    too slow in numpy). `CompiledSelfPlaySearch.network_for` loads its weights.
+
+    Attributes:
+      weights: {function: [numpy arrays in Keras order]}.
+    """
+
+    def __init__(self, weights: dict, action_space_size: int, steps: int):
+        self.weights = weights
+        self.action_space_size = action_space_size
+        self._steps = steps
+
+    def initial_inference(self, observation) -> NetworkOutput:
+        raise TypeError("these weights run only inside CompiledSelfPlaySearch (selfplay.search: compiled)")
+
+    recurrent_inference = initial_inference
+
+    def training_steps(self) -> int:
+        return self._steps
+
+
 def scale_hidden_state_np(state: np.ndarray) -> np.ndarray:
     """Min-max scaling of each row to [0, 1]; [B, H] -> [B, H]."""
     low = state.min(axis=-1, keepdims=True)

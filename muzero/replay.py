@@ -144,7 +144,7 @@ def make_batch(games_positions: list[tuple[Game, int]], padding: np.ndarray, num
         policies.append([policy if policy else [0.0] * g.action_space_size for _, _, policy in targets])
         masks.append([1.0 if policy else 0.0 for _, _, policy in targets])
     return Batch(
-        observation=np.asarray(observations, np.float32),
+        observation=stack_images(observations),
         actions=np.asarray(actions, np.int32),
         target_value=np.asarray(values, np.float32),
         target_reward=np.asarray(rewards, np.float32),
@@ -153,12 +153,18 @@ def make_batch(games_positions: list[tuple[Game, int]], padding: np.ndarray, num
     )
 
 
+def stack_images(images: list[np.ndarray]) -> np.ndarray:
+    """[B, *image_shape]: uint8 images stay uint8 (the network scales them), others become float32."""
+    batch = np.stack(images)
+    return batch if batch.dtype == np.uint8 else batch.astype(np.float32, copy=False)
+
+
 class FlatGames:
     """The buffer's games as flat arrays, for vectorised batches, kept up to date incrementally.
 
     Moves of game g are rows move_start[g] .. move_start[g] + length[g] - 1 of actions /
-    rewards / root_values / child_visits; its length[g] + 1 observations start at
-    obs_start[g]. New games are appended (capacity doubles when full); evicted games only
+    rewards / root_values / child_visits. Observations are not copied: `images` builds
+    them from the games themselves, so each frame is stored once. New games are appended (capacity doubles when full); evicted games only
     leave their rows unused, and the arrays are compacted once more than half is unused,
     so each game's rows are copied O(1) times on average.
     """
@@ -170,28 +176,26 @@ class FlatGames:
     def _rebuild(self, games: list[Game]) -> None:
         self._games: list[Game] = []
         self._starts: list[tuple[int, int]] = []
-        self._moves_used = self._obs_used = 0
-        self.observations = self.actions = self.rewards = self.root_values = self.child_visits = None
+        self._moves_used = 0
+        self.actions = self.rewards = self.root_values = self.child_visits = None
         self._reindex()
         for game in games:
             self.append(game)
 
     def append(self, game: Game) -> None:
         n = len(game)
-        observations = np.asarray(game.observations, np.float32)
-        if self.observations is None:
-            self._allocate(max(n, 1024), max(n + 1, 1024), observations.shape[1:])
-        if self._moves_used + n > len(self.actions) or self._obs_used + n + 1 > len(self.observations):
-            self._allocate(2 * (self._moves_used + n), 2 * (self._obs_used + n + 1), observations.shape[1:])
-        m, o = self._moves_used, self._obs_used
-        self.observations[o:o + n + 1] = observations
+        if self.actions is None:
+            self._allocate(max(n, 1024))
+        if self._moves_used + n > len(self.actions):
+            self._allocate(2 * (self._moves_used + n))
+        m = self._moves_used
         self.actions[m:m + n] = game.history
         self.rewards[m:m + n] = game.rewards
         self.root_values[m:m + n] = game.root_values
         self.child_visits[m:m + n] = np.asarray(game.child_visits, np.float64).reshape(n, self.action_space_size)
         self._games.append(game)
-        self._starts.append((m, o))
-        self._moves_used, self._obs_used = m + n, o + n + 1
+        self._starts.append(m)
+        self._moves_used = m + n
         self._reindex()
 
     def drop_oldest(self) -> None:
@@ -203,14 +207,13 @@ class FlatGames:
         else:
             self._reindex()
 
-    def _allocate(self, moves: int, observations: int, observation_shape: tuple[int, ...]) -> None:
+    def _allocate(self, moves: int) -> None:
         def grow(old, shape, dtype):
             new = np.zeros(shape, dtype)
             if old is not None:
                 new[:len(old)] = old
             return new
 
-        self.observations = grow(self.observations, (observations, *observation_shape), np.float32)
         self.actions = grow(self.actions, (moves,), np.int64)
         self.rewards = grow(self.rewards, (moves,), np.float64)
         self.root_values = grow(self.root_values, (moves,), np.float64)
@@ -219,10 +222,13 @@ class FlatGames:
     def _reindex(self) -> None:
         """Per-game index arrays for the games in the window (a few hundred entries)."""
         self.length = np.array([len(game) for game in self._games], np.int64)
-        self.move_start = np.array([m for m, _ in self._starts], np.int64)
-        self.obs_start = np.array([o for _, o in self._starts], np.int64)
+        self.move_start = np.array(self._starts, np.int64)
         self.has_bootstrap = np.array([game.bootstrap_value is not None for game in self._games], bool)
         self.bootstrap_value = np.array([game.bootstrap_value or 0.0 for game in self._games], np.float64)
+
+    def images(self, game_index: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """make_image(position) of each (game, position) pair, stacked: [B, *image_shape]."""
+        return stack_images([self._games[g].make_image(i) for g, i in zip(game_index.tolist(), positions.tolist())])
 
 
 # The pseudocode's make_target for a whole batch: every index is computed for all B
@@ -254,7 +260,7 @@ def make_batch_vectorized(flat: FlatGames, game_index: np.ndarray, positions: np
     last_reward = np.where((index > 0) & (index <= length), flat.rewards[at(index - 1)], 0.0)
     policy = np.where(inside[..., None], flat.child_visits[at(index)], 0.0)
     return Batch(
-        observation=flat.observations[flat.obs_start[game_index] + positions],
+        observation=flat.images(game_index, positions),
         actions=actions.astype(np.int32),
         target_value=np.where(inside, value, 0.0).astype(np.float32),
         target_reward=last_reward.astype(np.float32),

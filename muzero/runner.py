@@ -31,7 +31,7 @@ from absl import logging
 
 from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_yaml
-from muzero.environment import Environment
+from muzero.environment import Environment, make_environment
 from muzero.network import Network
 from muzero.replay import Batch, ReplayBuffer
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
@@ -72,7 +72,7 @@ def evaluate_network(config: MuZeroConfig, network: Network, environments: list[
 
 def make_environments(config: MuZeroConfig, count: int, seed: int) -> list[Environment]:
     """`count` environments with distinct, reproducible seeds."""
-    return [Environment(config.game.id, seed * 10_007 + i) for i in range(count)]
+    return [make_environment(config, seed * 10_007 + i) for i in range(count)]
 
 
 class Trainer:
@@ -89,7 +89,7 @@ class Trainer:
     def __init__(self, config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...], resume: bool = False,
                  batch_hook: Callable[[Batch], Batch] | None = None):
         from muzero.checkpoints import Checkpointer
-        from muzero.models import MLPNetwork
+        from muzero.models import make_network
         from muzero.summaries import Summaries
         from muzero.training import Learner
 
@@ -100,20 +100,19 @@ class Trainer:
         seed_everything(seed)
         self.rng = np.random.default_rng(seed)
         self.eval_rng = np.random.default_rng([seed, 1])
-        observation_size = int(np.prod(observation_shape))
         batched = config.selfplay.batched
         self.environments = make_environments(config, config.selfplay.num_envs if batched else 1, seed)
         self.eval_environments = make_environments(config, config.run.eval_episodes if batched else 1, seed + 1)
-        self.network = MLPNetwork(config, observation_size)
-        self.learner = Learner(config, self.network, observation_size)
+        self.network = make_network(config, observation_shape)
+        self.learner = Learner(config, self.network)
         self.storage = SharedStorage(config.action_space_size)
         self.replay_buffer = ReplayBuffer(config, self.rng)
         self.searcher = self.eval_searcher = None
         if batched and config.selfplay.search == "compiled":
             from muzero.selfplay import CompiledSelfPlaySearch
 
-            self.searcher = CompiledSelfPlaySearch(config, observation_size, config.selfplay.num_envs)
-            self.eval_searcher = CompiledSelfPlaySearch(config, observation_size, config.run.eval_episodes)
+            self.searcher = CompiledSelfPlaySearch(config, observation_shape, config.selfplay.num_envs)
+            self.eval_searcher = CompiledSelfPlaySearch(config, observation_shape, config.run.eval_episodes)
         self.selfplay = BatchedSelfPlay(config, self.environments, self.searcher) if batched else None
         self.actor_network: Network | None = None
         self.selfplay_moves, self.selfplay_seconds, self.selfplay_steps = 0, 0.0, 0
@@ -373,12 +372,16 @@ def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarra
     """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step)."""
     from muzero.checkpoints import Checkpointer
     from muzero.config_io import load_config
-    from muzero.models import MLPNetwork
+    from muzero.models import make_network
+    from muzero.selfplay import CompiledSelfPlaySearch
 
     config = load_config(run_dir / CONFIG_FILE)
     environments = make_environments(config, episodes if config.selfplay.batched else 1, seed)
-    observation_size = int(np.prod(environments[0].observation_shape))
-    network = MLPNetwork(config, observation_size)
+    observation_shape = environments[0].observation_shape
+    network = make_network(config, observation_shape)
     step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
     rng = np.random.default_rng(seed)
-    return evaluate_network(config, network.numpy_network(step), environments, episodes, rng), step
+    searcher = None
+    if config.network.kind == "resnet":  # its published weights run only in the compiled search
+        searcher = CompiledSelfPlaySearch(config, observation_shape, episodes)
+    return evaluate_network(config, network.numpy_network(step), environments, episodes, rng, searcher), step

@@ -10,7 +10,7 @@ from muzero.batched_search import run_batched_mcts
 from muzero.config import MuZeroConfig
 from muzero.environment import Environment
 from muzero.game import Game
-from muzero.network import Network
+from muzero.network import Network, NetworkOutput, PublishedWeights
 from muzero.search import Node, add_exploration_noise, expand_node, run_mcts, select_action, softmax_sample
 
 
@@ -28,7 +28,7 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
       rng: for exploration noise and action sampling.
       greedy: evaluation mode: no exploration noise, temperature 0.
     """
-    game = Game(config.action_space_size, config.discount, environment)
+    game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     while not game.terminal() and len(game.history) < config.max_moves:
         # At the root of the search tree we use the representation function to
         # obtain a hidden state given the current observation.
@@ -93,11 +93,14 @@ class BatchedSelfPlay:
         config = self.config
         for i, game in enumerate(self.games):
             if game is None and not self.closed[i]:
-                self.games[i] = Game(config.action_space_size, config.discount, self.environments[i])
+                self.games[i] = Game(config.action_space_size, config.discount, self.environments[i],
+                                     config.game.stacked_frames)
         slots = [i for i, game in enumerate(self.games) if game is not None]
         if not slots:
             return []
         games = [self.games[i] for i in slots]
+        if hasattr(self.searcher, "network_for"):
+            network = self.searcher.network_for(network)
         observations = np.stack([game.make_image(-1) for game in games])
         legal = np.zeros((len(games), config.action_space_size), bool)
         for row, game in enumerate(games):
@@ -157,30 +160,50 @@ class CompiledSelfPlaySearch:
     TensorFlow graph (XLA when `selfplay.jit_compile`), on a Keras copy of the weights
     of whichever published network it is given. Batches are padded to `batch_size`
     rows, so XLA compiles one program instead of one per number of unfinished games.
+
+    `network_for(published)` loads the published weights into the Keras copy and returns
+    it as the network `BatchedSelfPlay` runs the root inference with (the only way to
+    run a resnet's `PublishedWeights`).
     """
 
-    def __init__(self, config: MuZeroConfig, observation_size: int, batch_size: int):
-        from muzero.compiled_search import CompiledSearch
-        from muzero.models import MLPNetwork
+    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], batch_size: int):
+        import tensorflow as tf
 
-        self.keras_network = MLPNetwork(config, observation_size)
+        from muzero.compiled_search import CompiledSearch
+        from muzero.models import make_network
+
+        self.keras_network = make_network(config, observation_shape)
         self.batch_size = batch_size
         self._source: Network | None = None
+        self._bound: _KerasInference | None = None
+        self._initial = tf.function(lambda x: tuple(self.keras_network.initial_inference(x)[:4]),
+                                    input_signature=[self.keras_network.observation_spec])
 
         def recurrent(hidden_state, action):
             out = self.keras_network.recurrent_inference(hidden_state, action)
             return out.value, out.reward, out.policy_logits, out.hidden_state
 
-        self.search = CompiledSearch(config, recurrent, (config.network.hidden_state_size,),
+        self.search = CompiledSearch(config, recurrent, self.keras_network.hidden_shape,
                                      jit_compile=config.selfplay.jit_compile)
 
-    def __call__(self, config: MuZeroConfig, root_output, network: Network, legal: np.ndarray, to_play: np.ndarray,
-                 noise: np.ndarray | None):
-        if not hasattr(network, "weights"):  # the uniform network before the first save
-            return run_batched_mcts(config, root_output, network, legal, to_play, noise)
+    def network_for(self, network: Network) -> Network:
+        """Loads `network`'s weights into the Keras copy; returns the network to run the root
+        inference with: the Keras copy for `PublishedWeights`, else `network` itself (a numpy
+        network runs its own; the uniform network before the first save has no weights)."""
+        if not hasattr(network, "weights"):
+            return network
         if network is not self._source:
             self.keras_network.set_weights(network.weights)
             self._source = network
+            self._bound = _KerasInference(self._initial, network.training_steps())
+        return self._bound if isinstance(network, PublishedWeights) else network
+
+    def __call__(self, config: MuZeroConfig, root_output, network: Network, legal: np.ndarray, to_play: np.ndarray,
+                 noise: np.ndarray | None):
+        if not isinstance(network, _KerasInference):
+            if not hasattr(network, "weights"):
+                return run_batched_mcts(config, root_output, network, legal, to_play, noise)
+            self.network_for(network)
         rows = len(legal)
         pad = max(self.batch_size - rows, 0)
 
@@ -192,3 +215,19 @@ class CompiledSelfPlaySearch:
                              padded(root_output.reward), padded(legal), padded(to_play),
                              None if noise is None else padded(noise))
         return type(result)(result.visit_counts[:rows], result.root_value[:rows])
+
+
+class _KerasInference(Network):
+    """Root inference on `CompiledSelfPlaySearch`'s Keras copy, returning numpy arrays;
+    the search itself never calls `recurrent_inference` on it (it runs inside the graph)."""
+
+    def __init__(self, initial: Callable, steps: int):
+        self._initial = initial
+        self._steps = steps
+
+    def initial_inference(self, observation) -> NetworkOutput:
+        value, reward, policy_logits, hidden_state = (np.asarray(x) for x in self._initial(observation))
+        return NetworkOutput(value, reward, policy_logits, hidden_state)
+
+    def training_steps(self) -> int:
+        return self._steps

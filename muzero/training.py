@@ -84,14 +84,14 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float, hidden_s
     num_unroll_steps = actions.shape[1]
 
     # Initial step, from the real observation.
-    output = network.initial_inference(observation)
+    output = network.initial_inference(observation, training=True)
     predictions = [(1.0, output)]
     hidden_state = output.hidden_state
     hidden_states = [hidden_state]
 
     # Recurrent steps, from action and previous hidden state.
     for k in range(num_unroll_steps):
-        output = network.recurrent_inference(hidden_state, actions[:, k])
+        output = network.recurrent_inference(hidden_state, actions[:, k], training=True)
         predictions.append((1.0 / num_unroll_steps, output))
         hidden_states.append(output.hidden_state)
         if hidden_state_gradient is None:
@@ -174,11 +174,10 @@ class Learner:
 
     Args:
       config: the run's configuration.
-      network: the Keras network to train.
-      observation_size: flattened observation length.
+      network: the Keras network to train; its `observation_spec` gives the input signature.
     """
 
-    def __init__(self, config: MuZeroConfig, network: MLPNetwork, observation_size: int):
+    def __init__(self, config: MuZeroConfig, network: MLPNetwork):
         self.config = config
         self.network = network
         self.optimizer = make_optimizer(config)
@@ -187,7 +186,7 @@ class Learner:
         bins = 2 * config.network.support_size + 1
         scalar_shape = [None, k + 1, bins] if config.network.support_size else [None, k + 1]
         signature = Batch(
-            observation=tf.TensorSpec([None, observation_size], tf.float32),
+            observation=network.observation_spec,
             actions=tf.TensorSpec([None, k], tf.int32),
             target_value=tf.TensorSpec(scalar_shape, tf.float32),
             target_reward=tf.TensorSpec(scalar_shape, tf.float32),
@@ -215,8 +214,8 @@ class Learner:
     def prepare(self, batch: Batch) -> Batch:
         """Turns scalar value/reward targets into two-hot supports when the network is categorical."""
         n = self.config.network.support_size
-        batch = Batch(*(np.reshape(x, (len(x), -1)) if name == "observation" else x
-                        for name, x in zip(Batch._fields, batch)))
+        shape = tuple(self.network.observation_spec.shape[1:].as_list())
+        batch = batch._replace(observation=np.reshape(batch.observation, (len(batch.observation), *shape)))
         if n == 0:
             return batch
         return batch._replace(target_value=scalar_to_support(batch.target_value, n),

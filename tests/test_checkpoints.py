@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _checkpointer(tmp_path: Path, max_to_keep: int = 3):
     config = load_config(ROOT / "configs" / "tiny.yaml")
     network = MLPNetwork(config, observation_size=4)
-    learner = Learner(config, network, observation_size=4)
+    learner = Learner(config, network)
     return Checkpointer(tmp_path / "checkpoints", network, learner.optimizer, max_to_keep), network
 
 

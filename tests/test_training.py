@@ -191,7 +191,7 @@ def test_initial_step_has_no_reward_loss_and_absorbing_states_no_policy_loss():
 
 def test_learner_step_does_not_retrace():
     config, network, batch = _setup(3)
-    learner = Learner(config, network, observation_size=4)
+    learner = Learner(config, network)
     scalar_value = np.zeros(batch.target_value.shape[:2], np.float32)  # Learner two-hots scalar targets
     batch = batch._replace(target_value=scalar_value, target_reward=scalar_value)
     for size in (6, 3, 5):
@@ -203,7 +203,7 @@ def test_learner_step_does_not_retrace():
 def test_gradient_norm_summaries_every_interval():
     config, network, batch = _setup(3)
     config = config.replace(run=dataclasses.replace(config.run, grad_summary_interval=2))
-    learner = Learner(config, network, observation_size=4)
+    learner = Learner(config, network)
     scalar = np.zeros(batch.target_value.shape[:2], np.float32)
     batch = batch._replace(target_value=scalar, target_reward=scalar)
     first, second = learner.train_step(batch), learner.train_step(batch)
@@ -228,7 +228,7 @@ def test_train_network_publishes_every_checkpoint_interval():
     config, network, _ = _setup(3)
     config = config.replace(train=dataclasses.replace(config.train, batch_size=4, checkpoint_interval=2),
                             replay=ReplayConfig(window_size=10))
-    learner = Learner(config, network, observation_size=4)
+    learner = Learner(config, network)
     game = Game(action_space_size=2, discount=config.discount)
     game.observations = [np.full(4, i, np.float32) for i in range(6)]
     game.history, game.rewards = [0, 1, 0, 1, 0], [1.0] * 5

@@ -1,0 +1,76 @@
+"""Atari through gymnasium and ale-py, wrapped as the paper's appendix describes.
+
+`ALE/<Game>-v5` is made with frame skipping off in the base environment
+(`frameskip=1`); gymnasium's `AtariPreprocessing` then repeats each action
+`frame_skip` times (max-pooling the last two frames), resizes to `screen_size`
+square RGB frames (uint8), starts each episode with up to `noop_max` random
+no-ops, and ends the episode on a lost life only when asked. Sticky actions are
+the base environment's `repeat_action_probability`. Rewards are not clipped: the
+h(x) transform of the value and reward targets handles their scale. The v5
+environments stop an episode at 108,000 frames (27,000 moves at action repeat 4),
+reported as truncated.
+
+The stacking of the last 32 frames and actions is not done here but by
+`Game.make_image`, so replay stores each frame once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from muzero.config import AtariConfig
+from muzero.environment import Environment
+
+
+class AtariEnvironment(Environment):
+    """An ALE game behind `Environment`'s interface; observations are uint8 [S, S, 3] frames.
+
+    It pickles with its emulator state (RAM, RNG) and the wrapper's frame buffers, so a
+    checkpoint taken in the middle of a game resumes that game exactly (gymnasium's own
+    pickling of ALE environments re-creates a fresh emulator instead).
+
+    Args:
+      env_id: e.g. "ALE/Pong-v5".
+      seed: base seed; episode n is reset with a seed derived from it and n.
+      settings: the `game.atari` config section.
+    """
+
+    observation_dtype = np.uint8
+
+    def __init__(self, env_id: str, seed: int, settings: AtariConfig):
+        self.settings = settings
+        super().__init__(env_id, seed)
+
+    def _make(self):
+        import ale_py
+        import gymnasium
+        from gymnasium.wrappers import AtariPreprocessing
+
+        gymnasium.register_envs(ale_py)
+        s = self.settings
+        env = gymnasium.make(self.env_id, frameskip=1, repeat_action_probability=s.sticky_action_probability,
+                             full_action_space=s.full_action_space)
+        return AtariPreprocessing(env, noop_max=s.noop_max, frame_skip=s.frame_skip, screen_size=s.screen_size,
+                                  terminal_on_life_loss=s.terminal_on_life_loss, grayscale_obs=False,
+                                  scale_obs=False)
+
+    def __getstate__(self) -> dict:
+        wrapper = self._env
+        return {
+            "env_id": self.env_id, "seed": self._seed, "settings": self.settings, "episodes": self.episodes,
+            "ale_state": wrapper.unwrapped.clone_state(include_rng=True),
+            "np_random": wrapper.unwrapped.np_random.bit_generator.state,
+            "obs_buffer": [buffer.copy() for buffer in wrapper.obs_buffer],
+            "lives": wrapper.lives, "game_over": wrapper.game_over,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["env_id"], state["seed"], state["settings"])
+        self.episodes = state["episodes"]
+        wrapper = self._env
+        wrapper.reset(seed=0)  # the emulator must be loaded before a state is restored into it
+        wrapper.unwrapped.restore_state(state["ale_state"])
+        wrapper.unwrapped.np_random.bit_generator.state = state["np_random"]
+        for buffer, saved in zip(wrapper.obs_buffer, state["obs_buffer"]):
+            buffer[...] = saved
+        wrapper.lives, wrapper.game_over = state["lives"], state["game_over"]

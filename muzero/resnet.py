@@ -1,0 +1,185 @@
+"""The paper's Atari networks: residual towers over a 6x6 hidden state.
+
+* representation: the stacked image [96, 96, 32 * 3 + 32] (frames / 255, action planes
+  / A) -> the downsampling stack (conv stride 2 with P/2 planes, 2 residual blocks,
+  conv stride 2 with P planes, 3 residual blocks, average pool stride 2, 3 residual
+  blocks, average pool stride 2: 96x96 -> 6x6) -> `blocks` residual blocks -> "state"
+  [6, 6, P], min-max scaled to [0, 1] per sample.
+* dynamics: [state, one-hot action tiled into A planes of 6x6] -> conv (P planes) ->
+  `blocks` residual blocks -> "state" [6, 6, P] (min-max scaled) and a "reward" head.
+* prediction: state -> "value" and "policy" heads, AlphaZero's: a 1x1 convolution (1
+  plane for value and reward, 2 for the policy), then the `network.hidden_layers`
+  fully connected layers and the output layer (601 bins for value and reward).
+
+Residual blocks are AlphaZero's (conv 3x3, batch norm, ReLU, conv 3x3, batch norm,
+skip connection, ReLU), which the paper reuses with 16 blocks of 256 planes. Batch
+norm runs in training mode in `update_weights` and with its moving averages in the
+search; the min-max scaling of the hidden state is applied on top, as the paper does.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from muzero.config import MuZeroConfig
+from muzero.game import image_shape
+from muzero.network import MIN_MAX_EPSILON, Network, NetworkOutput, PublishedWeights
+from muzero.support import support_to_scalar_tf
+
+
+def scale_hidden_state_planes(state: tf.Tensor) -> tf.Tensor:
+    """Min-max scaling of each sample over all its planes to [0, 1]; [B, H, W, P] -> same, float32."""
+    state = tf.cast(state, tf.float32)
+    low = tf.reduce_min(state, axis=[1, 2, 3], keepdims=True)
+    high = tf.reduce_max(state, axis=[1, 2, 3], keepdims=True)
+    return (state - low) / tf.maximum(high - low, MIN_MAX_EPSILON)
+
+
+class _Builder:
+    """Layers with unique names, in the run's dtype policy (float32 or mixed_bfloat16)."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+    def conv(self, x, planes: int, name: str, kernel: int = 3, strides: int = 1):
+        return keras.layers.Conv2D(planes, kernel, strides=strides, padding="same", use_bias=False, name=name,
+                                   dtype=self.dtype)(x)
+
+    def conv_bn_relu(self, x, planes: int, name: str, kernel: int = 3, strides: int = 1):
+        x = self.conv(x, planes, f"{name}_conv", kernel, strides)
+        x = keras.layers.BatchNormalization(name=f"{name}_bn", dtype=self.dtype)(x)
+        return keras.layers.ReLU(name=f"{name}_relu", dtype=self.dtype)(x)
+
+    def residual_block(self, x, planes: int, name: str):
+        y = self.conv_bn_relu(x, planes, f"{name}_a")
+        y = self.conv(y, planes, f"{name}_b_conv")
+        y = keras.layers.BatchNormalization(name=f"{name}_b_bn", dtype=self.dtype)(y)
+        y = keras.layers.Add(name=f"{name}_add", dtype=self.dtype)([x, y])
+        return keras.layers.ReLU(name=f"{name}_relu", dtype=self.dtype)(y)
+
+    def tower(self, x, planes: int, count: int, name: str):
+        for i in range(count):
+            x = self.residual_block(x, planes, f"{name}_{i}")
+        return x
+
+    def head(self, x, planes: int, hidden_layers, outputs: int, name: str):
+        x = self.conv_bn_relu(x, planes, f"{name}_head", kernel=1)
+        x = keras.layers.Flatten(name=f"{name}_flatten", dtype=self.dtype)(x)
+        for i, width in enumerate(hidden_layers):
+            x = keras.layers.Dense(width, activation="relu", name=f"{name}_hidden_{i}", dtype=self.dtype)(x)
+        # Logits in float32 whatever the compute dtype: the losses need the precision.
+        return keras.layers.Dense(outputs, name=name, dtype="float32")(x)
+
+
+class ResNetwork(Network):
+    """The three functions as Keras models, with the pseudocode's inference interface.
+
+    Args:
+      config: uses network.{planes, blocks, hidden_layers, support_size},
+        game.{action_space_size, stacked_frames}, train.mixed_precision.
+      observation_shape: one environment observation, [H, W, C] (Atari: [96, 96, 3]).
+      observation_dtype: uint8 frames are divided by 255.
+    """
+
+    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], observation_dtype=np.uint8):
+        net = config.network
+        self.action_space_size = a = config.action_space_size
+        self.support_size = net.support_size
+        self.stacked_frames = config.game.stacked_frames
+        self.image_shape = image_shape(config.game.stacked_frames, observation_shape)
+        self.observation_spec = tf.TensorSpec([None, *self.image_shape], tf.as_dtype(observation_dtype))
+        bins = 2 * net.support_size + 1 if net.support_size else 1
+        planes = net.planes
+        build = _Builder("mixed_bfloat16" if config.train.mixed_precision else "float32")
+
+        image = keras.Input(self.image_shape, name="image")
+        x = build.conv_bn_relu(image, planes // 2, "down_1", strides=2)
+        x = build.tower(x, planes // 2, 2, "down_res_1")
+        x = build.conv_bn_relu(x, planes, "down_2", strides=2)
+        x = build.tower(x, planes, 3, "down_res_2")
+        x = keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_1", dtype=build.dtype)(x)
+        x = build.tower(x, planes, 3, "down_res_3")
+        x = keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_2", dtype=build.dtype)(x)
+        x = build.tower(x, planes, net.blocks, "res")
+        self.representation = keras.Model(image, {"state": x}, name="representation")
+        self.hidden_shape = tuple(int(d) for d in x.shape[1:])
+
+        state_and_action = keras.Input((*self.hidden_shape[:2], planes + a), name="state_and_action")
+        x = build.conv_bn_relu(state_and_action, planes, "dynamics_in")
+        x = build.tower(x, planes, net.blocks, "res")
+        reward = build.head(x, 1, net.hidden_layers, bins, "reward")
+        self.dynamics = keras.Model(state_and_action, {"state": x, "reward": reward}, name="dynamics")
+
+        state = keras.Input(self.hidden_shape, name="state")
+        value = build.head(state, 1, net.hidden_layers, bins, "value")
+        policy = build.head(state, 2, net.hidden_layers, a, "policy")
+        self.prediction = keras.Model(state, {"policy": policy, "value": value}, name="prediction")
+        self.steps = 0
+
+    @property
+    def models(self) -> dict[str, keras.Model]:
+        return {"representation": self.representation, "dynamics": self.dynamics, "prediction": self.prediction}
+
+    @property
+    def trainable_variables(self) -> list:
+        return [v for model in self.models.values() for v in model.trainable_variables]
+
+    def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
+        if self.support_size == 0:
+            return logits[:, 0]
+        return support_to_scalar_tf(logits, self.support_size)
+
+    def _predict(self, hidden_state, reward, reward_logits, training: bool) -> NetworkOutput:
+        out = self.prediction(hidden_state, training=training)
+        return NetworkOutput(
+            value=self._scalar(out["value"]),
+            reward=reward,
+            policy_logits=out["policy"],
+            hidden_state=hidden_state,
+            value_logits=out["value"] if self.support_size else out["value"][:, 0],
+            reward_logits=reward_logits,
+        )
+
+    def scale_image(self, observation) -> tf.Tensor:
+        """uint8 frames / 255 and action planes / A, as float32; [B, H, W, C] -> same."""
+        x = tf.cast(tf.convert_to_tensor(observation), tf.float32)
+        if self.observation_spec.dtype != tf.uint8:
+            return x
+        if self.stacked_frames == 1:
+            return x / 255.0
+        frames = x[..., :-self.stacked_frames] / 255.0
+        actions = x[..., -self.stacked_frames:] / float(self.action_space_size)
+        return tf.concat([frames, actions], axis=-1)
+
+    def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
+        state = scale_hidden_state_planes(self.representation(self.scale_image(observation),
+                                                              training=training)["state"])
+        # The initial step has no incoming transition: its reward is 0 and carries no gradient.
+        return self._predict(state, tf.zeros(tf.shape(state)[:1]), None, training)
+
+    def recurrent_inference(self, hidden_state, action, training: bool = False) -> NetworkOutput:
+        # The action as planes: a one-hot vector tiled over the 6x6 grid.
+        one_hot = tf.one_hot(tf.cast(action, tf.int32), self.action_space_size)
+        height, width = self.hidden_shape[:2]
+        planes = tf.tile(one_hot[:, None, None, :], [1, height, width, 1])
+        out = self.dynamics(tf.concat([hidden_state, planes], axis=-1), training=training)
+        state = scale_hidden_state_planes(out["state"])
+        reward_logits = out["reward"] if self.support_size else out["reward"][:, 0]
+        return self._predict(state, self._scalar(out["reward"]), reward_logits, training)
+
+    def training_steps(self) -> int:
+        return self.steps
+
+    def get_weights(self) -> dict:
+        """Weights as plain numpy data: {function: [arrays in Keras order]} (batch-norm averages included)."""
+        return {name: [np.array(w) for w in model.get_weights()] for name, model in self.models.items()}
+
+    def set_weights(self, weights: dict) -> None:
+        for name, model in self.models.items():
+            model.set_weights(weights[name])
+
+    def numpy_network(self, steps: int | None = None) -> PublishedWeights:
+        """The weights to publish for self-play (run by `CompiledSelfPlaySearch`)."""
+        return PublishedWeights(self.get_weights(), self.action_space_size, self.steps if steps is None else steps)
