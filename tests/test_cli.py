@@ -132,3 +132,20 @@ def test_train_tiny_batched_selfplay_and_xla_learner(tmp_path, search):
     assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
     # Self-play rounds of 3 games: games saved come in multiples of 3.
     assert "selfplay/episode_return" in _event_tags(run_dir)
+
+
+@pytest.mark.slow
+def test_train_tiny_atari_then_evaluate(tmp_path):
+    # The whole Atari path on the CPU: ALE Pong, 32 stacked frames, the resnet, 601-bin supports.
+    run_dir = tmp_path / "run"
+    result = muzero("train", "--config", str(ROOT / "configs" / "atari" / "tiny.yaml"), "--logdir", str(run_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run_dir / "checkpoints" / "ckpt-6.complete").is_file()
+    tags = _event_tags(run_dir)
+    assert {"loss/total", "loss/value", "selfplay/episode_return", "replay/games"} <= tags
+    # The run ends at train.training_steps (6) with its final checkpoint.
+    assert "done: 6 training steps" in result.stderr
+
+    result = muzero("evaluate", "--run", str(run_dir), "--episodes", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "over 2 greedy episodes (checkpoint at training step 6)" in result.stdout

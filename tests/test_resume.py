@@ -102,15 +102,22 @@ def _games(state: dict) -> list:
             for g in state["replay"]["games"]]
 
 
-@pytest.mark.parametrize("selfplay", [[], ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"]],
-                         ids=["one_game", "batched_games_in_progress"])
-def test_exact_resume_equals_straight_run(tmp_path, selfplay):
-    k, m = 20, 20
-    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
-    settings = ["--set", f"train.training_steps={k + m}", "--set", "train.checkpoint_interval=5", *selfplay]
-    assert _run("train", "--config", TINY, "--logdir", str(straight), *settings).returncode == 0
+ATARI_TINY = str(ROOT / "configs" / "atari" / "tiny.yaml")
 
-    process = _start(tmp_path / "log", "train", "--config", TINY, "--logdir", str(interrupted), *settings)
+
+@pytest.mark.parametrize("config, k, m, interval, selfplay", [
+    (TINY, 20, 20, 5, []),
+    (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"]),
+    # ALE emulator states of the games in progress are in the checkpoint too.
+    (ATARI_TINY, 3, 9, 3, []),
+], ids=["one_game", "batched_games_in_progress", "atari_games_in_progress"])
+def test_exact_resume_equals_straight_run(tmp_path, config, k, m, interval, selfplay):
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    settings = ["--set", f"train.training_steps={k + m}", "--set", f"train.checkpoint_interval={interval}",
+                *selfplay]
+    assert _run("train", "--config", config, "--logdir", str(straight), *settings).returncode == 0
+
+    process = _start(tmp_path / "log", "train", "--config", config, "--logdir", str(interrupted), *settings)
     _wait_for_step(interrupted / "checkpoints", k, process)
     process.send_signal(signal.SIGKILL)
     process.wait()

@@ -46,3 +46,25 @@ def test_tf_twin_matches_numpy():
     probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     np.testing.assert_allclose(support_to_scalar_tf(tf.constant(logits), 10).numpy(),
                                support_to_scalar(probabilities, 10), rtol=1e-9)
+
+
+def test_paper_support_of_601_bins():
+    # Atari: integers -300..300. h(0) = 0 -> all mass on bin 300 (the middle).
+    # h(1) = sqrt(2) - 1 + 0.001 = 0.415214: bins 300 and 301 get 0.584786 and 0.415214.
+    # h(300) = sqrt(301) - 1 + 0.3 = 16.649352: bins 316 and 317 get 0.350648 and 0.649352.
+    support = scalar_to_support(np.array([0.0, 1.0, -1.0, 300.0, -300.0]), 300)
+    assert support.shape == (5, 601)
+    assert support[0, 300] == pytest.approx(1.0)
+    assert support[1, 300] == pytest.approx(0.584786, abs=1e-6) and support[1, 301] == pytest.approx(0.415214, abs=1e-6)
+    # h(-1) = -0.415214: floor -1 (bin 299) gets 0.415214, 0 (bin 300) gets 0.584786.
+    assert support[2, 299] == pytest.approx(0.415214, abs=1e-6) and support[2, 300] == pytest.approx(0.584786, abs=1e-6)
+    assert support[3, 316] == pytest.approx(0.350648, abs=1e-6) and support[3, 317] == pytest.approx(0.649352, abs=1e-6)
+    assert support[4, 283] == pytest.approx(0.649352, abs=1e-6) and support[4, 284] == pytest.approx(0.350648, abs=1e-6)
+    x = np.array([0.0, 1.0, -1.0, 300.0, -300.0, 12_345.6])
+    np.testing.assert_allclose(support_to_scalar(scalar_to_support(x, 300), 300), x, rtol=1e-6, atol=1e-6)
+    # Beyond the support: h(x) = 300 at x = h^-1(300) = 58,705.6 (sqrt(x) - 1 + 0.001 x = 242.3 - 1 + 58.7);
+    # larger values clip to it.
+    beyond = scalar_to_support(np.array([1e6, -1e6]), 300)
+    assert beyond[0, -1] == pytest.approx(1.0) and beyond[1, 0] == pytest.approx(1.0)
+    assert support_to_scalar(beyond[0], 300) == pytest.approx(h_inverse(300.0))
+    assert h_inverse(300.0) == pytest.approx(58_705.58, abs=0.01)

@@ -1,0 +1,94 @@
+"""Tests for muzero/resnet.py: the paper's Atari networks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from muzero.config import AtariConfig, GameConfig, MuZeroConfig, NetworkConfig, SelfPlayConfig, TrainConfig
+from muzero.models import make_network
+from muzero.resnet import ResNetwork
+
+
+def _config(planes: int, blocks: int, hidden_layers=(16,), mixed_precision: bool = False) -> MuZeroConfig:
+    return MuZeroConfig(
+        game=GameConfig(id="ALE/Pong-v5", action_space_size=18, stacked_frames=32, atari=AtariConfig()),
+        network=NetworkConfig(kind="resnet", planes=planes, blocks=blocks, hidden_layers=hidden_layers,
+                              support_size=300),
+        selfplay=SelfPlayConfig(batched=True, search="compiled"),
+        train=TrainConfig(mixed_precision=mixed_precision))
+
+
+def _images(batch: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(256, size=(batch, 96, 96, 96), dtype=np.uint8)
+    actions = np.broadcast_to(rng.integers(18, size=(batch, 1, 1, 32)), (batch, 96, 96, 32)).astype(np.uint8)
+    return np.concatenate([frames, actions], axis=-1)
+
+
+def _check_outputs(network: ResNetwork, planes: int, batch: int) -> None:
+    output = network.initial_inference(_images(batch))
+    # 96x96 -> 48 (conv stride 2) -> 24 (conv stride 2) -> 12 (pool) -> 6 (pool).
+    assert output.hidden_state.shape == (batch, 6, 6, planes)
+    assert output.value_logits.shape == (batch, 601) and output.policy_logits.shape == (batch, 18)
+    assert output.value.shape == (batch,) and output.reward.shape == (batch,)
+    recurrent = network.recurrent_inference(output.hidden_state, np.arange(batch) % 18)
+    assert recurrent.hidden_state.shape == (batch, 6, 6, planes)
+    assert recurrent.reward_logits.shape == (batch, 601) and recurrent.value_logits.shape == (batch, 601)
+    for state in (output.hidden_state, recurrent.hidden_state):
+        # Min-max scaled per sample over all its planes: exactly 0 and 1 at the extremes.
+        flat = tf.reshape(tf.cast(state, tf.float32), (batch, -1)).numpy()
+        np.testing.assert_allclose(flat.min(1), 0.0, atol=1e-6)
+        np.testing.assert_allclose(flat.max(1), 1.0, atol=1e-6)
+
+
+def test_tiny_shapes():
+    network = make_network(_config(planes=8, blocks=1), (96, 96, 3))
+    assert isinstance(network, ResNetwork)
+    assert network.observation_spec.shape.as_list() == [None, 96, 96, 128]
+    assert network.observation_spec.dtype == tf.uint8
+    _check_outputs(network, planes=8, batch=3)
+
+
+@pytest.mark.slow
+def test_paper_size_shapes_and_parameter_count():
+    network = make_network(_config(planes=256, blocks=16, hidden_layers=(256,)), (96, 96, 3))
+    _check_outputs(network, planes=256, batch=1)
+    convs = {name: sum(int(np.prod(v.shape)) for v in model.trainable_variables if "conv" in v.path)
+             for name, model in network.models.items()}
+    # A residual block has two 3x3 convolutions of 256 -> 256 planes: 2 * 9 * 256 * 256 = 1,179,648.
+    block = 2 * 9 * 256 * 256
+    # Dynamics: the input conv over 256 + 18 planes, 16 blocks, the reward head's 1x1 conv to 1 plane.
+    assert convs["dynamics"] == 9 * (256 + 18) * 256 + 16 * block + 256
+    # Representation: conv 128 -> 128 planes (stride 2), 2 blocks of 128, conv 128 -> 256 (stride 2),
+    # 3 + 3 blocks of 256, then the 16 blocks.
+    assert convs["representation"] == (9 * 128 * 128 + 2 * 2 * 9 * 128 * 128 + 9 * 128 * 256
+                                       + (3 + 3 + 16) * block)
+
+
+def test_image_scaling_divides_frames_by_255_and_actions_by_the_action_count():
+    network = make_network(_config(planes=8, blocks=0), (96, 96, 3))
+    image = np.zeros((1, 96, 96, 128), np.uint8)
+    image[..., 5] = 51   # a frame channel: 51 / 255 = 0.2
+    image[..., 127] = 9  # the newest action plane, action 9: 9 / 18 = 0.5
+    scaled = network.scale_image(image).numpy()
+    assert scaled[0, 0, 0, 5] == pytest.approx(0.2) and scaled[0, 0, 0, 127] == pytest.approx(0.5)
+    assert scaled[..., 6:127].max() == 0.0
+
+
+def test_dynamics_sees_the_action():
+    network = make_network(_config(planes=8, blocks=1), (96, 96, 3))
+    state = network.initial_inference(_images(1)).hidden_state
+    a = network.recurrent_inference(state, np.array([0])).hidden_state.numpy()
+    b = network.recurrent_inference(state, np.array([7])).hidden_state.numpy()
+    assert not np.allclose(a, b)
+
+
+def test_mixed_precision_computes_in_bfloat16_and_returns_float32():
+    network = make_network(_config(planes=8, blocks=1, mixed_precision=True), (96, 96, 3))
+    conv = network.dynamics.get_layer("res_0_a_conv")
+    assert conv.compute_dtype == "bfloat16" and conv.variable_dtype == "float32"
+    output = network.initial_inference(_images(2))
+    assert output.value_logits.dtype == tf.float32 and output.hidden_state.dtype == tf.float32
+    assert np.isfinite(output.value.numpy()).all()
