@@ -32,6 +32,30 @@ def test_shipped_configs_load(name):
     assert config.game.id == "CartPole-v1" and config.action_space_size == 2
 
 
+@pytest.mark.parametrize("name", ["pong", "breakout"])
+def test_atari_configs_hold_the_papers_constants(name):
+    config = load_config(ROOT / "configs" / "atari" / f"{name}.yaml")
+    # SPEC.md, Atari: 18 actions, 27,000 moves, discount 0.997, alpha 0.25, 50 simulations, batch
+    # 1,024, td_steps 10, K 5, lr 0.05 decaying by 0.1 over 350e3 steps, temperature 1 / 0.5 / 0.25 at
+    # 500k / 750k; 32 stacked frames, action repeat 4, 96x96, 601 bins, 16 blocks of 256 planes.
+    assert config.game.id == f"ALE/{name.capitalize()}-v5" and config.action_space_size == 18
+    assert (config.max_moves, config.discount, config.search.root_dirichlet_alpha) == (27_000, 0.997, 0.25)
+    assert config.search.num_simulations == 50
+    train = config.train
+    assert (train.batch_size, train.td_steps, train.num_unroll_steps) == (1024, 10, 5)
+    assert (train.lr_init, train.lr_decay_rate, train.lr_decay_steps) == (0.05, 0.1, 350_000)
+    assert config.search.visit_softmax_temperature.schedule == ((500_000, 1.0), (750_000, 0.5), (None, 0.25))
+    assert config.game.stacked_frames == 32 and config.game.atari.frame_skip == 4
+    assert config.game.atari.screen_size == 96 and config.network.support_size == 300
+    assert (config.network.kind, config.network.blocks, config.network.planes) == ("resnet", 16, 256)
+
+
+def test_resnet_needs_the_compiled_batched_search_and_atari_needs_the_resnet():
+    atari = ROOT / "configs" / "atari" / "tiny.yaml"
+    assert "selfplay.batched: true and selfplay.search: compiled" in _error(atari, ["selfplay.search=numpy"])
+    assert "needs network.kind: resnet" in _error(atari, ["network.kind=mlp"])
+
+
 def test_defaults_are_the_pseudocodes():
     config = MuZeroConfig()
     # SPEC.md: 0.25, 19652, 1.25, 5, 1e-4, 0.9, 0.1, window of 1e6 games, checkpoint every 1000.
