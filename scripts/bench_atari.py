@@ -26,8 +26,15 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from muzero.config import (AtariConfig, GameConfig, MuZeroConfig, NetworkConfig, SearchConfig, SelfPlayConfig,
-                           TrainConfig)
+from muzero.config import (
+    AtariConfig,
+    GameConfig,
+    MuZeroConfig,
+    NetworkConfig,
+    SearchConfig,
+    SelfPlayConfig,
+    TrainConfig,
+)
 from muzero.environment import make_environment
 from muzero.models import make_network
 from muzero.replay import Batch
