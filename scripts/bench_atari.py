@@ -42,8 +42,10 @@ from muzero.selfplay import BatchedSelfPlay, CompiledSelfPlaySearch
 from muzero.storage import SharedStorage
 from muzero.training import Learner
 
-SIZES = {"tiny": dict(planes=8, blocks=1, hidden_layers=(16,)), "paper": dict(planes=256, blocks=16,
-                                                                               hidden_layers=(256,))}
+SIZES = {
+    "tiny": {"planes": 8, "blocks": 1, "hidden_layers": (16,)},
+    "paper": {"planes": 256, "blocks": 16, "hidden_layers": (256,)},
+}
 
 
 def make_config(args: argparse.Namespace) -> MuZeroConfig:
