@@ -55,6 +55,21 @@ def seed_everything(seed: int) -> None:
     tf.random.set_global_generator(tf.random.Generator.from_seed(seed))
 
 
+def configure_devices() -> list[str]:
+    """Uses a GPU when TensorFlow sees one (its default), growing its memory as needed
+    instead of reserving it all, so evaluation and other processes can share it.
+    Returns the devices the learner can use, e.g. ["GPU:0"] or ["CPU:0"]."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # already initialised in this process
+            pass
+    return [f"GPU:{i}" for i in range(len(gpus))] or ["CPU:0"]
+
+
 def evaluate_network(config: MuZeroConfig, network: Network, environments: list[Environment], episodes: int,
                      rng: np.random.Generator, searcher=None) -> np.ndarray:
     """Returns of `episodes` greedy games (no exploration noise, temperature 0).
@@ -97,6 +112,7 @@ class Trainer:
         self.run_dir = run_dir
         self.batch_hook = batch_hook
         seed = config.run.seed
+        logging.info("learner devices: %s", ", ".join(configure_devices()))
         seed_everything(seed)
         self.rng = np.random.default_rng(seed)
         self.eval_rng = np.random.default_rng([seed, 1])
