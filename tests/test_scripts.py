@@ -24,3 +24,16 @@ def test_gradient_scaling_demo_writes_csv_and_png(tmp_path):
     k1 = {float(r["median"]) for r in rows if r["K"] == "1" and r["part"] == "whole loss"}
     assert len(k1) == 1  # at K = 1 no link is scaled: every variant gives the same gradient
     assert out.with_suffix(".png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_bench_atari_counts_the_papers_flops_and_runs(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_atari.py"), "--size", "tiny", "--batch",
+                             "4", "--steps", "1", "--envs", "1", "--moves", "1", "--simulations", "2"],
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout
+    # Tiny: 8 planes at 6x6; the representation's first conv alone is 48*48*4*9*128*2 = 21.2 MFLOP.
+    assert "training step:" in lines and "self-play:" in lines and "x the matmul reference" in lines
+    flops = float(lines.split("representation ")[1].split(",")[0])
+    assert 0.0212 < flops < 0.05
