@@ -85,7 +85,7 @@ def test_vectorized_batch_equals_make_target(num_unroll_steps, td_steps):
     rng = np.random.default_rng(2)
     games = [_random_game(rng, length) for length in (1, 2, 7, 30, 64)]
     games[2].bootstrap_value, games[4].bootstrap_value = 3.5, -1.25  # cut by a time limit
-    flat = FlatGames(games, 3)
+    flat = FlatGames(games, 3, td_steps, 0.97)
     # Every position of every game, so the ends of games (padding, absorbing states,
     # bootstraps past the end) are all covered.
     pairs = [(g, i) for g in range(len(games)) for i in range(len(games[g]))]
@@ -123,7 +123,7 @@ def test_incremental_flat_copy_matches_a_fresh_one_through_evictions():
         game = _random_game(rng, length)
         game.bootstrap_value = float(length) if length % 2 else None
         buffer.save_game(game)
-        incremental, fresh = buffer._flat_games(), FlatGames(list(buffer.buffer), 3)
+        incremental, fresh = buffer._flat_games(), FlatGames(list(buffer.buffer), 3, buffer.td_steps, 0.97)
         pairs = [(g, i) for g, game in enumerate(buffer.buffer) for i in range(len(game))]
         index = np.array([g for g, _ in pairs])
         positions = np.array([i for _, i in pairs])

@@ -195,7 +195,7 @@ def test_learner_step_does_not_retrace():
     scalar_value = np.zeros(batch.target_value.shape[:2], np.float32)  # Learner two-hots scalar targets
     batch = batch._replace(target_value=scalar_value, target_reward=scalar_value)
     for size in (6, 3, 5):
-        learner.train_step(Batch(*(x[:size] for x in batch)))
+        learner.train_step(Batch(*(None if x is None else x[:size] for x in batch)))
     assert learner.tracing_count() == 1
     assert learner.training_step == 3 and network.training_steps() == 3
 
