@@ -98,12 +98,14 @@ def _final_state(run_dir: Path) -> tuple[dict, dict]:
 
 
 def _games(state: dict) -> list:
-    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations))
+    # The checkpoint's games carry their positions' replay priorities.
+    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations), g.priorities)
             for g in state["replay"]["games"]]
 
 
-@pytest.mark.parametrize("selfplay", [[], ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"]],
-                         ids=["one_game", "batched_games_in_progress"])
+@pytest.mark.parametrize("selfplay", [[], ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"],
+                                      ["--set", "replay.priority_alpha=1"]],
+                         ids=["one_game", "batched_games_in_progress", "prioritized_replay"])
 def test_exact_resume_equals_straight_run(tmp_path, selfplay):
     k, m = 20, 20
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
