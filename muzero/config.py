@@ -190,6 +190,18 @@ class ReplayConfig:
     # "position": game drawn with probability proportional to its length, so every
     # stored position is equally likely. "game": uniform over games (pseudocode).
     sample_by: str = field(default="position", metadata=_range(choices=("position", "game")))
+    # Prioritized replay (paper appendix): position i is drawn with probability
+    # P(i) = p_i^alpha / sum_j p_j^alpha over the positions in the window, with priority
+    # p_i = |root value - n-step value target| + priority_epsilon, refreshed after each
+    # training step for the sampled positions. 0 (default): no priorities, sampling as
+    # `sample_by` says; alpha > 0 replaces `sample_by`. The paper uses 1.
+    priority_alpha: float = field(default=0.0, metadata=_range(min=0.0))
+    # Each sample's loss is scaled by its importance weight (1 / (N * P(i)))^beta, N the
+    # positions in the window (not max-normalised: README). The paper uses 1.
+    priority_beta: float = field(default=1.0, metadata=_range(min=0.0, max=1.0))
+    # Added to every priority, so that a position whose value is predicted exactly
+    # (|v - z| = 0) can still be drawn; it also bounds the largest importance weight.
+    priority_epsilon: float = field(default=1e-3, metadata=_range(min=0.0))
 
 
 @dataclass(frozen=True)

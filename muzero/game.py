@@ -33,6 +33,8 @@ class Game:
       observations: o_0..o_T; observations[i] is seen before history[i].
       child_visits: per move, the root's normalised visit counts over all actions.
       root_values: per move, the root's search value.
+      priorities: per move, prioritized replay's |value - n-step value target| as of the
+        last checkpoint (the replay buffer keeps the live ones); None until then.
     """
 
     def __init__(self, action_space_size: int, discount: float, environment: Environment | None = None,
@@ -51,6 +53,7 @@ class Game:
         # Set when a time limit (or max_moves) cut the game short rather than the game
         # ending: the value of the last observation, to bootstrap from (see make_target).
         self.bootstrap_value: float | None = None
+        self.priorities: np.ndarray | None = None
         if environment is not None:
             self.observations.append(environment.reset())
 

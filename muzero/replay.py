@@ -21,6 +21,8 @@ class Batch(NamedTuple):
       target_reward: [B, K+1] reward of the transition into each state (0 at k=0).
       target_policy: [B, K+1, A] root visit distributions (zeros on absorbing states).
       policy_mask: [B, K+1] 1 where a policy target exists, 0 on absorbing states.
+      importance_weight: [B] float32, prioritized replay's (1 / (N * P(i)))^beta that scales
+        each sample's loss; None: uniform sampling, every weight 1.
     """
 
     observation: np.ndarray
@@ -29,6 +31,16 @@ class Batch(NamedTuple):
     target_reward: np.ndarray
     target_policy: np.ndarray
     policy_mask: np.ndarray
+    importance_weight: np.ndarray | None = None
+
+
+def priority(value: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Prioritized replay's priority of a position (paper appendix): |value - n-step value target|.
+
+    `value` is the root search value when the game is saved, then the network's value
+    at k = 0 when the position is trained on; [B] float64 out.
+    """
+    return np.abs(np.asarray(value, np.float64) - np.asarray(target, np.float64))
 
 
 class ReplayBuffer:
@@ -47,7 +59,15 @@ class ReplayBuffer:
         self.rng = rng
         self.games_saved = 0
         self.discount = config.discount
+        self.td_steps = config.train.td_steps
+        self.priority_alpha = config.replay.priority_alpha
+        self.priority_beta = config.replay.priority_beta
+        self.priority_epsilon = config.replay.priority_epsilon
         self._flat: FlatGames | None = None
+        # Flat rows of the positions in the last batch, and the FlatGames layout they
+        # belong to: `update_priorities` writes there (Batch stays free of bookkeeping).
+        self.last_sampled: np.ndarray | None = None
+        self._sampled_layout = -1
 
     def save_game(self, game: Game) -> None:
         # The deque drops the oldest game once the window is full.
@@ -62,13 +82,20 @@ class ReplayBuffer:
         return len(self.buffer)
 
     def state_dict(self) -> dict:
-        """The buffer's contents as plain, picklable data (for checkpoints)."""
+        """The buffer's contents as plain, picklable data (for checkpoints).
+
+        Each game carries its positions' current priorities (`game.priorities`), so a
+        resumed run samples exactly as the uninterrupted one.
+        """
+        if self._flat is not None:
+            self._flat.store_priorities()
         return {"games": list(self.buffer), "games_saved": self.games_saved}
 
     def load_state_dict(self, state: dict) -> None:
         self.buffer = collections.deque(state["games"], maxlen=self.window_size)
         self.games_saved = state["games_saved"]
         self._flat = None
+        self.last_sampled = None
 
     def num_positions(self) -> int:
         return sum(len(game) for game in self.buffer)
@@ -79,23 +106,83 @@ class ReplayBuffer:
         Draws (game, position) pairs as `sample_game` / `sample_position` do, then builds
         the targets for the whole batch at once with `make_batch_vectorized`, which is
         tested equal to the per-position `make_batch` (the pseudocode's `make_target`).
+        With `replay.priority_alpha` > 0 the positions are drawn by priority instead
+        (`sample_prioritized`) and the batch carries their importance weights. The
+        sampled rows are kept in `last_sampled` for `update_priorities`.
         """
-        probabilities = self._game_probabilities()
-        count = len(self.buffer)
-        if probabilities is None:
-            game_index = self.rng.integers(count, size=self.batch_size)
-        else:
-            game_index = self.rng.choice(count, size=self.batch_size, p=probabilities)
         flat = self._flat_games()
-        positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
+        importance_weight = None
+        if self.priority_alpha > 0:
+            game_index, positions, importance_weight = self.sample_prioritized()
+        else:
+            probabilities = self._game_probabilities()
+            count = len(self.buffer)
+            if probabilities is None:
+                game_index = self.rng.integers(count, size=self.batch_size)
+            else:
+                game_index = self.rng.choice(count, size=self.batch_size, p=probabilities)
+            positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
+        self.last_sampled, self._sampled_layout = flat.move_start[game_index] + positions, flat.layout
         padding = self.rng.integers(self.action_space_size, size=(self.batch_size, num_unroll_steps))
-        return make_batch_vectorized(flat, game_index, positions, padding, num_unroll_steps, td_steps,
-                                     self.discount)
+        batch = make_batch_vectorized(flat, game_index, positions, padding, num_unroll_steps, td_steps,
+                                      self.discount)
+        return batch._replace(importance_weight=importance_weight)
 
     def _flat_games(self) -> FlatGames:
         if self._flat is None:
-            self._flat = FlatGames(list(self.buffer), self.action_space_size)
+            self._flat = FlatGames(list(self.buffer), self.action_space_size, self.td_steps, self.discount)
         return self._flat
+
+    # Why (paper appendix, after Schaul et al. 2016, "Prioritized Experience Replay"):
+    # positions whose value the network still predicts badly are drawn more often, and
+    # each sample's loss is scaled by (1 / (N * P(i)))^beta, which with beta = 1 makes the
+    # expected weighted loss the loss under uniform sampling again. Computed over the
+    # whole window with numpy for every batch: O(N) (a sum tree would draw in O(log N)).
+    def priority_probabilities(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """P(i) = (p_i + epsilon)^alpha / sum_j (p_j + epsilon)^alpha over the window.
+
+        Returns:
+          (probability, game_index, position), each [N] for the N positions in the window,
+          game by game (oldest first), position by position.
+        """
+        flat = self._flat_games()
+        game_index, positions, rows = flat.window()
+        scaled = (flat.priorities[rows] + self.priority_epsilon) ** self.priority_alpha
+        total = scaled.sum()
+        if not total > 0:  # every priority 0 with epsilon 0: nothing to prefer
+            scaled, total = np.ones_like(scaled), float(len(scaled))
+        return scaled / total, game_index, positions
+
+    def sample_prioritized(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """batch_size positions drawn with probability P(i), with their importance weights.
+
+        Returns:
+          (game_index, positions, importance_weight): [B] int64, [B] int64, [B] float32
+          (1 / (N * P(i)))^beta, not max-normalised.
+        """
+        probability, game_index, positions = self.priority_probabilities()
+        cumulative = np.cumsum(probability)
+        draws = np.searchsorted(cumulative, self.rng.random(self.batch_size) * cumulative[-1], side="right")
+        draws = np.minimum(draws, len(probability) - 1)  # u * total rounded up to the total
+        importance_weight = (1.0 / (len(probability) * probability[draws])) ** self.priority_beta
+        return game_index[draws], positions[draws], importance_weight.astype(np.float32)
+
+    def update_priorities(self, priorities: np.ndarray) -> None:
+        """Sets the priorities of the positions of the last batch (after a training step).
+
+        Args:
+          priorities: [B] new |value - n-step value target| of the `last_sampled` positions.
+            Ignored when the flat copy was rebuilt since the batch was drawn (its rows moved).
+        """
+        if self.last_sampled is None or self._flat is None or self._flat.layout != self._sampled_layout:
+            return
+        self._flat.priorities[self.last_sampled] = priorities
+
+    def priority_mean(self) -> float:
+        """Mean priority |value - target| over the positions in the window (for summaries)."""
+        flat = self._flat_games()
+        rows = flat.window()[2]
+        return float(flat.priorities[rows].mean()) if len(rows) else 0.0
 
     def _game_probabilities(self) -> np.ndarray | None:
         if self.sample_by == "game":
@@ -163,19 +250,33 @@ class FlatGames:
     """The buffer's games as flat arrays, for vectorised batches, kept up to date incrementally.
 
     Moves of game g are rows move_start[g] .. move_start[g] + length[g] - 1 of actions /
-    rewards / root_values / child_visits. Observations are not copied: `images` builds
-    them from the games themselves, so each frame is stored once. New games are appended (capacity doubles when full); evicted games only
+    rewards / root_values / child_visits / priorities. Observations are not copied: `images`
+    builds them from the games themselves, so each frame is stored once. New games are
+    appended (capacity doubles when full); evicted games only
     leave their rows unused, and the arrays are compacted once more than half is unused,
     so each game's rows are copied O(1) times on average.
+
+    priorities[row] is prioritized replay's |root value - n-step value target| of the move
+    (without epsilon): the game's stored `game.priorities` when it has them (a resumed
+    run), else computed when the game is appended, then refreshed by training.
+
+    Args:
+      games: the games in the window, oldest first.
+      action_space_size: A.
+      td_steps, discount: of the n-step value target used for the initial priorities.
     """
 
-    def __init__(self, games: list[Game], action_space_size: int):
+    def __init__(self, games: list[Game], action_space_size: int, td_steps: int, discount: float):
         self.action_space_size = action_space_size
+        self.td_steps, self.discount = td_steps, discount
+        self.layout = -1  # counts rebuilds: rows keep their meaning until the next one
         self._rebuild(games)
 
     def _rebuild(self, games: list[Game]) -> None:
+        self.layout += 1
+        self.priorities = None
         self._games: list[Game] = []
-        self._starts: list[tuple[int, int]] = []
+        self._starts: list[int] = []
         self._moves_used = 0
         self.actions = self.rewards = self.root_values = self.child_visits = None
         self._reindex()
@@ -197,12 +298,20 @@ class FlatGames:
         self._starts.append(m)
         self._moves_used = m + n
         self._reindex()
+        stored = getattr(game, "priorities", None)  # games pickled before priorities existed have none
+        if stored is not None and len(stored) == n:
+            self.priorities[m:m + n] = stored
+        else:
+            position = np.arange(n)
+            target = n_step_values(self, np.full(n, len(self._games) - 1), position, self.td_steps, self.discount)
+            self.priorities[m:m + n] = priority(self.root_values[m:m + n], target)
 
     def drop_oldest(self) -> None:
         self._games.pop(0)
         self._starts.pop(0)
         live = sum(len(game) for game in self._games)
         if self._moves_used > 2 * max(live, 1024):
+            self.store_priorities()  # the rebuild appends the games again, with these
             self._rebuild(self._games)
         else:
             self._reindex()
@@ -218,6 +327,7 @@ class FlatGames:
         self.rewards = grow(self.rewards, (moves,), np.float64)
         self.root_values = grow(self.root_values, (moves,), np.float64)
         self.child_visits = grow(self.child_visits, (moves, self.action_space_size), np.float64)
+        self.priorities = grow(self.priorities, (moves,), np.float64)
 
     def _reindex(self) -> None:
         """Per-game index arrays for the games in the window (a few hundred entries)."""
@@ -230,6 +340,53 @@ class FlatGames:
         """make_image(position) of each (game, position) pair, stacked: [B, *image_shape]."""
         return stack_images([self._games[g].make_image(i) for g, i in zip(game_index.tolist(), positions.tolist())])
 
+    def window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every move of the games in the window, game by game: (game index, position, row), each [N]."""
+        game_index = np.repeat(np.arange(len(self.length)), self.length)
+        first = np.cumsum(self.length) - self.length  # index of each game's first move in [0, N)
+        positions = np.arange(len(game_index)) - first[game_index]
+        return game_index, positions, self.move_start[game_index] + positions
+
+    def store_priorities(self) -> None:
+        """Copies each game's current priorities onto it (`game.priorities`, [len(game)])."""
+        for game, m in zip(self._games, self._starts):
+            game.priorities = self.priorities[m:m + len(game)].copy()
+
+
+# make_target's value target, for many (game, move index) pairs at once: the discounted
+# root value td_steps ahead (or the cut game's final value, or 0 past an absorbing end)
+# plus the discounted rewards until then. Shared by the batches and the initial priorities.
+def n_step_values(flat: FlatGames, game_index: np.ndarray, index: np.ndarray, td_steps: int,
+                  discount: float) -> np.ndarray:
+    """The n-step value target of move `index` of game `game_index` (shapes broadcast together).
+
+    Not masked past the end of a game: callers zero it there (absorbing states).
+
+    Args:
+      game_index: [B, 1] or [B] flat game indices.
+      index: [B, K + 1] or [B] move indices, >= 0.
+
+    Returns:
+      float64 values, the broadcast shape of game_index and index.
+    """
+    length = flat.length[game_index]
+    start = flat.move_start[game_index]
+    bootstrap = index + td_steps
+    # Past the end: 0 (absorbing), or for a game cut by a time limit its final value.
+    cut = flat.has_bootstrap[game_index]
+    final = np.where(cut, flat.bootstrap_value[game_index] * discount ** np.maximum(length - index, 0), 0.0)
+    value = np.where(bootstrap < length, flat.root_values[_row(start, length, bootstrap)] * discount**td_steps, final)
+    j = np.arange(td_steps)
+    reward_index = index[..., None] + j  # [..., td]
+    rewards = np.where(reward_index < length[..., None],
+                       flat.rewards[_row(start[..., None], length[..., None], reward_index)], 0.0)
+    return value + (rewards * discount ** j.astype(np.float64)).sum(-1)
+
+
+def _row(start: np.ndarray, length: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Flat row of move `index` of a game whose moves start at row `start`, clipped to the game."""
+    return start + np.clip(index, 0, length - 1)
+
 
 # The pseudocode's make_target for a whole batch: every index is computed for all B
 # samples and K + 1 unroll steps at once, with masks where it runs past a game's end.
@@ -240,23 +397,14 @@ def make_batch_vectorized(flat: FlatGames, game_index: np.ndarray, positions: np
     start = flat.move_start[game_index][:, None]
 
     def at(index):  # row of a move index inside its game, clipped to the game
-        return start + np.clip(index, 0, length - 1)
+        return _row(start, length, index)
 
     k = positions[:, None] + np.arange(num_unroll_steps)  # [B, K]
     actions = np.where(k < length, flat.actions[at(k)], padding)
 
     index = positions[:, None] + np.arange(num_unroll_steps + 1)  # [B, K + 1]
     inside = index < length
-    bootstrap = index + td_steps
-    # Past the end: 0 (absorbing), or for a game cut by a time limit its final value.
-    cut = flat.has_bootstrap[game_index][:, None]
-    final = np.where(cut, flat.bootstrap_value[game_index][:, None] * discount ** np.maximum(length - index, 0), 0.0)
-    value = np.where(bootstrap < length, flat.root_values[at(bootstrap)] * discount**td_steps, final)
-    j = np.arange(td_steps)
-    reward_index = index[..., None] + j  # [B, K + 1, td]
-    rewards = np.where(reward_index < length[..., None], flat.rewards[start[..., None] +
-                       np.clip(reward_index, 0, length[..., None] - 1)], 0.0)
-    value = value + (rewards * discount ** j.astype(np.float64)).sum(-1)
+    value = n_step_values(flat, game_index[:, None], index, td_steps, discount)
     last_reward = np.where((index > 0) & (index <= length), flat.rewards[at(index - 1)], 0.0)
     policy = np.where(inside[..., None], flat.child_visits[at(index)], 0.0)
     return Batch(

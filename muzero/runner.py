@@ -33,7 +33,7 @@ from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_yaml
 from muzero.environment import Environment, make_environment
 from muzero.network import Network
-from muzero.replay import Batch, ReplayBuffer
+from muzero.replay import Batch, ReplayBuffer, priority
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
 from muzero.selfplay import BatchedSelfPlay, play_game, play_games_batched
 from muzero.storage import SharedStorage
@@ -255,11 +255,13 @@ class Trainer:
                 batch = self.batch_hook(batch)
             t1 = time.perf_counter()
             metrics = self.learner.train_step(batch)
+            initial_value = metrics.pop("initial_value")
             self.batch_seconds += t1 - t0
             self.step_seconds += time.perf_counter() - t1
             if not metrics.pop("train/finite"):
                 self._on_nonfinite(metrics)
                 continue
+            self.replay_buffer.update_priorities(priority(initial_value, batch.target_value[:, 0]))
             self.consecutive_nonfinite = 0
             self.last_metrics = metrics
             step = self.learner.training_step
@@ -271,6 +273,7 @@ class Trainer:
                 self.batch_fraction = self.batch_seconds / max(self.step_seconds, 1e-9)
                 self.summaries.scalars(step, {"train/batch_fraction": self.batch_fraction})
                 self.batch_seconds = self.step_seconds = 0.0
+                self.summaries.scalars(step, {"replay/priority_mean": self.replay_buffer.priority_mean()})
             if step % train_cfg.checkpoint_interval == 0:
                 self.counters["wall_seconds"] = time.time() - self.started
                 self.publish()

@@ -8,6 +8,8 @@ Documented choices (SPEC.md asks for them to be explicit):
   (targets 0, as in the pseudocode) and get no policy loss.
 * Weight decay is `weight_decay * sum(tf.nn.l2_loss(w))` over all trainable weights,
   biases included, as `network.get_weights()` in the pseudocode.
+* Prioritized replay: each sample's summed step loss is multiplied by its importance
+  weight before the batch mean (weights 1 without priorities: the same numbers).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tensorflow as tf
 from muzero.config import MuZeroConfig
 from muzero.gradient_scaling import scale_gradient
 from muzero.models import MLPNetwork
-from muzero.replay import Batch, ReplayBuffer
+from muzero.replay import Batch, ReplayBuffer, priority
 from muzero.support import scalar_to_support
 
 if TYPE_CHECKING:
@@ -75,12 +77,14 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float, hidden_s
         op on that link (scripts/gradient_scaling_demo.py compares norm clipping).
 
     Returns:
-      (total, metrics, hidden_states): total = batch mean of the summed step losses +
-      weight decay; metrics: "total", "l2", "value", "reward", "policy", "step_k";
+      (total, metrics, hidden_states): total = batch mean of the summed step losses, each
+      sample's times its importance weight when the batch has them, + weight decay;
+      metrics: "total", "l2", "value", "reward", "policy", "step_k" (scalars; the parts
+      unweighted) and "initial_value" ([B] value predicted at k = 0, for new priorities);
       hidden_states: the K + 1 states [B, H] predicted at each unroll step, before
       their gradient is scaled (for gradient-norm summaries).
     """
-    observation, actions, target_value, target_reward, target_policy, policy_mask = batch
+    observation, actions, target_value, target_reward, target_policy, policy_mask, importance_weight = batch
     num_unroll_steps = actions.shape[1]
 
     # Initial step, from the real observation.
@@ -116,11 +120,15 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float, hidden_s
         parts["reward"] += tf.reduce_mean(reward_loss)
         parts["policy"] += tf.reduce_mean(policy_loss)
 
+    if importance_weight is not None:
+        # Prioritized replay: undo the sampling bias, sample by sample.
+        loss = loss * importance_weight
     loss = tf.reduce_mean(loss)
     l2 = weight_decay * tf.add_n([tf.nn.l2_loss(w) for w in network.trainable_variables])
     total = loss + l2
     metrics = {"total": total, "l2": l2, **parts}
     metrics.update({f"step_{k}": value for k, value in enumerate(step_losses)})
+    metrics["initial_value"] = predictions[0][1].value
     return total, metrics, hidden_states
 
 
@@ -134,12 +142,14 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, b
 
     Returns:
       {"loss/<part>": scalar, ...}, "train/finite" (1.0 when the update was applied,
-      0.0 when skipped: weights, momentum and step counter unchanged), plus the
-      `grad/...` norms when asked.
+      0.0 when skipped: weights, momentum and step counter unchanged), the `grad/...`
+      norms when asked, and "initial_value": [B] the value predicted at k = 0 (before
+      the update), from which the host computes new replay priorities.
     """
     variables = network.trainable_variables
     with tf.GradientTape() as tape:
         total, metrics, hidden_states = muzero_loss(network, batch, weight_decay)
+    initial_value = metrics.pop("initial_value")
     if gradient_norms:
         gradients, state_gradients = tape.gradient(total, (variables, hidden_states))
     else:
@@ -154,6 +164,7 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, b
     out["train/finite"] = tf.cond(finite, apply, lambda: tf.constant(0.0))
     if gradient_norms:
         out.update(gradient_norm_metrics(network, gradients, state_gradients))
+    out["initial_value"] = initial_value
     return out
 
 
@@ -192,6 +203,7 @@ class Learner:
             target_reward=tf.TensorSpec(scalar_shape, tf.float32),
             target_policy=tf.TensorSpec([None, k + 1, config.action_space_size], tf.float32),
             policy_mask=tf.TensorSpec([None, k + 1], tf.float32),
+            importance_weight=tf.TensorSpec([None], tf.float32),
         )
         weight_decay = config.train.weight_decay
         self.grad_summary_interval = config.run.grad_summary_interval
@@ -212,8 +224,11 @@ class Learner:
         return int(self.optimizer.iterations.numpy())
 
     def prepare(self, batch: Batch) -> Batch:
-        """Turns scalar value/reward targets into two-hot supports when the network is categorical."""
+        """Turns scalar value/reward targets into two-hot supports when the network is categorical,
+        and fills importance weights of 1 when the batch has none (uniform sampling)."""
         n = self.config.network.support_size
+        if batch.importance_weight is None:
+            batch = batch._replace(importance_weight=np.ones(len(batch.actions), np.float32))
         shape = tuple(self.network.observation_spec.shape[1:].as_list())
         batch = batch._replace(observation=np.reshape(batch.observation, (len(batch.observation), *shape)))
         if n == 0:
@@ -221,14 +236,15 @@ class Learner:
         return batch._replace(target_value=scalar_to_support(batch.target_value, n),
                               target_reward=scalar_to_support(batch.target_reward, n))
 
-    def train_step(self, batch: Batch) -> dict[str, float]:
+    def train_step(self, batch: Batch) -> dict[str, float | np.ndarray]:
         """One update on a sampled batch; returns `loss/...` (and every
-        `run.grad_summary_interval` steps `grad/...`) metrics as floats."""
+        `run.grad_summary_interval` steps `grad/...`) metrics as floats, "train/finite",
+        and "initial_value" ([B] numpy: the value predicted at k = 0, for priorities)."""
         interval = self.grad_summary_interval
         with_norms = interval > 0 and (self.training_step + 1) % interval == 0
         metrics = (self._step_with_norms if with_norms else self._step)(self.prepare(batch))
         self.network.steps = self.training_step
-        return {name: float(value) for name, value in metrics.items()}
+        return {name: value.numpy() if name == "initial_value" else float(value) for name, value in metrics.items()}
 
     def tracing_count(self) -> int:
         return self._step.experimental_get_tracing_count()
@@ -248,6 +264,9 @@ def train_network(config: MuZeroConfig, learner: Learner, replay_buffer: ReplayB
             storage.save_network(learner.training_step, learner.network)
         batch = replay_buffer.sample_batch(train.num_unroll_steps, train.td_steps)
         metrics = learner.train_step(batch)
+        initial_value = metrics.pop("initial_value")
+        if metrics["train/finite"]:
+            replay_buffer.update_priorities(priority(initial_value, batch.target_value[:, 0]))
     if storage is not None:
         storage.save_network(learner.training_step, learner.network)
     return metrics

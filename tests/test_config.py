@@ -66,6 +66,14 @@ def test_defaults_are_the_pseudocodes():
     assert config.replay.window_size == 1_000_000 and config.train.checkpoint_interval == 1000
 
 
+def test_prioritized_replay_off_by_default_paper_values_accepted():
+    replay = MuZeroConfig().replay
+    # alpha 0: today's uniform sampling; beta 1 as the paper; epsilon small and positive.
+    assert replay.priority_alpha == 0.0 and replay.priority_beta == 1.0 and 0.0 < replay.priority_epsilon < 0.01
+    config = load_config(None, ["replay.priority_alpha=1", "replay.priority_beta=1", "replay.priority_epsilon=0"])
+    assert (config.replay.priority_alpha, config.replay.priority_beta, config.replay.priority_epsilon) == (1.0, 1.0, 0.0)
+
+
 def test_values_and_overrides(tmp_path):
     path = _write(tmp_path, "train:\n  batch_size: 32\n  weight_decay: 1e-4\nsearch:\n  known_bounds: {min: -1, max: 1}\n")
     config = load_config(path, ["train.batch_size=64", "network.hidden_layers=[16, 16]", "search.pb_c_init=2"])
@@ -106,6 +114,10 @@ def test_wrong_type(tmp_path):
     ("train.batch_size", "0", "expected a value >= 1, got 0"),
     ("train.lr_init", "-0.1", "expected a value > 0.0, got -0.1"),
     ("network.activation", "gelu", "expected one of 'relu', 'elu', 'tanh', got 'gelu'"),
+    ("replay.priority_alpha", "-0.5", "expected a value >= 0.0, got -0.5"),
+    ("replay.priority_beta", "1.5", "expected a value <= 1.0, got 1.5"),
+    ("replay.priority_beta", "-1", "expected a value >= 0.0, got -1.0"),
+    ("replay.priority_epsilon", "-1e-6", "expected a value >= 0.0, got -1e-06"),
 ])
 def test_out_of_range_in_yaml_and_in_set(tmp_path, key, value, expected):
     section, name = key.split(".")

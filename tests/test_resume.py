@@ -98,7 +98,8 @@ def _final_state(run_dir: Path) -> tuple[dict, dict]:
 
 
 def _games(state: dict) -> list:
-    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations))
+    # The checkpoint's games carry their positions' replay priorities.
+    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations), g.priorities)
             for g in state["replay"]["games"]]
 
 
@@ -108,9 +109,10 @@ ATARI_TINY = str(ROOT / "configs" / "atari" / "tiny.yaml")
 @pytest.mark.parametrize("config, k, m, interval, selfplay", [
     (TINY, 20, 20, 5, []),
     (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"]),
+    (TINY, 20, 20, 5, ["--set", "replay.priority_alpha=1"]),
     # ALE emulator states of the games in progress are in the checkpoint too.
-    (ATARI_TINY, 3, 9, 3, []),
-], ids=["one_game", "batched_games_in_progress", "atari_games_in_progress"])
+    (ATARI_TINY, 3, 9, 3, ["--set", "replay.priority_alpha=1"]),
+], ids=["one_game", "batched_games_in_progress", "prioritized_replay", "atari_games_in_progress"])
 def test_exact_resume_equals_straight_run(tmp_path, config, k, m, interval, selfplay):
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     settings = ["--set", f"train.training_steps={k + m}", "--set", f"train.checkpoint_interval={interval}",

@@ -195,7 +195,7 @@ def test_learner_step_does_not_retrace():
     scalar_value = np.zeros(batch.target_value.shape[:2], np.float32)  # Learner two-hots scalar targets
     batch = batch._replace(target_value=scalar_value, target_reward=scalar_value)
     for size in (6, 3, 5):
-        learner.train_step(Batch(*(x[:size] for x in batch)))
+        learner.train_step(Batch(*(None if x is None else x[:size] for x in batch)))
     assert learner.tracing_count() == 1
     assert learner.training_step == 3 and network.training_steps() == 3
 
@@ -243,3 +243,63 @@ def test_train_network_publishes_every_checkpoint_interval():
     # Saved at steps 0, 2 and 4 (every checkpoint_interval = 2) and once at the end (5).
     assert published == [0, 2, 4, 5] and learner.training_step == 5
     assert storage.latest_network().training_steps() == 5 and np.isfinite(metrics["loss/total"])
+
+
+def _take(batch: Batch, rows) -> Batch:
+    return Batch(*(None if x is None else x[rows] for x in batch))
+
+
+@pytest.mark.parametrize("support_size", [0, 3])
+def test_importance_weights_scale_each_samples_loss(support_size):
+    _, network, batch = _setup(support_size)
+    # Per-sample losses: the loss of one-sample batches (weight decay 0: nothing else).
+    per_sample = np.array([float(muzero_loss(network, _take(batch, [i]), 0.0)[0]) for i in range(6)])
+    # Two samples with weights [2, 0]: (2 * loss_0 + 0 * loss_1) / 2 = loss_0.
+    pair = _take(batch, [0, 1])._replace(importance_weight=np.array([2.0, 0.0], np.float32))
+    with tf.GradientTape() as tape:
+        total, _, _ = muzero_loss(network, pair, 0.0)
+    assert float(total) == pytest.approx(per_sample[0], rel=1e-5)
+    # ... and so is its gradient: sample 1 contributes nothing.
+    with tf.GradientTape() as tape_0:
+        alone, _, _ = muzero_loss(network, _take(batch, [0]), 0.0)
+    variables = network.trainable_variables
+    for g, e in zip(tape.gradient(total, variables), tape_0.gradient(alone, variables)):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-6)
+    # All six: the weighted batch mean sum_i w_i * loss_i / 6.
+    w = np.array([2.0, 0.0, 1.0, 0.5, 3.0, 0.25], np.float32)
+    total, metrics, _ = muzero_loss(network, batch._replace(importance_weight=w), 0.0)
+    assert float(total) == pytest.approx(np.sum(w * per_sample) / 6, rel=1e-5)
+    # The logged parts stay unweighted batch means.
+    unweighted, plain, _ = muzero_loss(network, batch, 0.0)
+    assert float(metrics["value"]) == float(plain["value"]) and float(metrics["policy"]) == float(plain["policy"])
+    assert float(unweighted) == pytest.approx(per_sample.mean(), rel=1e-5)
+
+
+def test_weights_of_one_give_exactly_the_unweighted_loss_and_gradients():
+    _, network, batch = _setup(3)
+    variables = network.trainable_variables
+    results = []
+    for weights in (None, np.ones(6, np.float32)):
+        with tf.GradientTape() as tape:
+            total, _, _ = muzero_loss(network, batch._replace(importance_weight=weights), 1e-4)
+        results.append((total.numpy(), [g.numpy() for g in tape.gradient(total, variables)]))
+    (a, grads_a), (b, grads_b) = results
+    assert a == b  # bit for bit: x * 1.0 is x, and so is the gradient
+    for x, y in zip(grads_a, grads_b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_learner_returns_the_initial_value_for_priorities():
+    from muzero.replay import priority
+
+    config, network, batch = _setup(3)
+    learner = Learner(config, network)
+    scalar = np.linspace(-1.0, 1.0, 6 * (K + 1), dtype=np.float32).reshape(6, K + 1)
+    batch = batch._replace(target_value=scalar, target_reward=np.zeros_like(scalar))
+    expected = network.initial_inference(batch.observation).value.numpy()  # before the update
+    metrics = learner.train_step(batch._replace(importance_weight=np.full(6, 0.5, np.float32)))
+    np.testing.assert_allclose(metrics["initial_value"], expected, rtol=1e-5, atol=1e-6)
+    assert metrics["initial_value"].shape == (6,) and learner.tracing_count() == 1
+    # New priority |v_0 - z_0| from the scalar target before its two-hot transform.
+    np.testing.assert_allclose(priority(metrics["initial_value"], batch.target_value[:, 0]),
+                               np.abs(expected - scalar[:, 0]), rtol=1e-5, atol=1e-6)
