@@ -37,7 +37,8 @@ def test_atari_configs_hold_the_papers_constants(name):
     config = load_config(ROOT / "configs" / "atari" / f"{name}.yaml")
     # SPEC.md, Atari: 18 actions, 27,000 moves, discount 0.997, alpha 0.25, 50 simulations, batch
     # 1,024, td_steps 10, K 5, lr 0.05 decaying by 0.1 over 350e3 steps, temperature 1 / 0.5 / 0.25 at
-    # 500k / 750k; 32 stacked frames, action repeat 4, 96x96, 601 bins, 16 blocks of 256 planes.
+    # 500k / 750k; 32 stacked frames, action repeat 4, 96x96, 601 bins, 16 blocks of 256 planes;
+    # prioritized replay with alpha = beta = 1.
     assert config.game.id == f"ALE/{name.capitalize()}-v5" and config.action_space_size == 18
     assert (config.max_moves, config.discount, config.search.root_dirichlet_alpha) == (27_000, 0.997, 0.25)
     assert config.search.num_simulations == 50
@@ -48,6 +49,7 @@ def test_atari_configs_hold_the_papers_constants(name):
     assert config.game.stacked_frames == 32 and config.game.atari.frame_skip == 4
     assert config.game.atari.screen_size == 96 and config.network.support_size == 300
     assert (config.network.kind, config.network.blocks, config.network.planes) == ("resnet", 16, 256)
+    assert (config.replay.priority_alpha, config.replay.priority_beta) == (1.0, 1.0)  # prioritized replay
 
 
 def test_resnet_needs_the_compiled_batched_search_and_atari_needs_the_resnet():
