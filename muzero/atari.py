@@ -47,6 +47,7 @@ class AtariEnvironment(Environment):
         from gymnasium.wrappers import AtariPreprocessing
 
         gymnasium.register_envs(ale_py)
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every environment made
         s = self.settings
         env = gymnasium.make(self.env_id, frameskip=1, repeat_action_probability=s.sticky_action_probability,
                              full_action_space=s.full_action_space)

@@ -82,7 +82,7 @@ def command_train(args: argparse.Namespace) -> int:
     try:
         observation_shape = check_environment(config)
     except EnvironmentSpecError as error:
-        raise UsageError(f"{where}: game.id: {error}") from None
+        raise UsageError(f"{where}: {error.key}: {error}") from None
     if args.resume is None:
         prepare_run_dir(logdir)
     else:

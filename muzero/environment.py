@@ -11,7 +11,15 @@ if TYPE_CHECKING:
 
 
 class EnvironmentSpecError(ValueError):
-    """An environment id that gymnasium does not know, or a mismatching action space."""
+    """An environment id that gymnasium does not know, or a mismatching action space.
+
+    Attributes:
+      key: the config key the problem is reported under.
+    """
+
+    def __init__(self, message: str, key: str = "game.id"):
+        super().__init__(message)
+        self.key = key
 
 
 class Environment:
@@ -83,7 +91,11 @@ def check_environment(config: MuZeroConfig) -> tuple[int, ...]:
     try:
         if env.action_space_size != config.action_space_size:
             raise EnvironmentSpecError(f"{config.game.id} has {env.action_space_size} actions, but "
-                                       f"game.action_space_size is {config.action_space_size}")
+                                       f"game.action_space_size is {config.action_space_size}",
+                                       key="game.action_space_size")
+        if config.game.stacked_frames > 1 and len(env.observation_shape) != 3:
+            raise EnvironmentSpecError(f"stacking frames needs image observations [H, W, C]; {config.game.id} "
+                                       f"gives shape {env.observation_shape}", key="game.stacked_frames")
         return env.observation_shape
     finally:
         env.close()
