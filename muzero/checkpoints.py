@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from muzero.models import MLPNetwork
+from muzero.models import KerasNetwork
 from muzero.run_dir import complete_steps, write_atomically
 
 
@@ -53,7 +53,7 @@ class Checkpointer:
       max_to_keep: complete checkpoints kept.
     """
 
-    def __init__(self, directory: str | Path, network: MLPNetwork, optimizer: keras.optimizers.Optimizer | None,
+    def __init__(self, directory: str | Path, network: KerasNetwork, optimizer: keras.optimizers.Optimizer | None,
                  max_to_keep: int = 3):
         self.directory = Path(directory)
         self.network = network

@@ -37,7 +37,46 @@ def _mlp(name: str, input_size: int, hidden_layers, activation: str, heads: dict
     return keras.Model(inputs, outputs, name=name)
 
 
-class MLPNetwork(Network):
+class KerasNetwork(Network):
+    """What the Keras network families share: three Keras models, the support, the step count."""
+
+    representation: keras.Model
+    dynamics: keras.Model
+    prediction: keras.Model
+    support_size: int
+    steps: int
+
+    @property
+    def models(self) -> dict[str, keras.Model]:
+        return {"representation": self.representation, "dynamics": self.dynamics, "prediction": self.prediction}
+
+    @property
+    def trainable_variables(self) -> list:
+        return [v for model in self.models.values() for v in model.trainable_variables]
+
+    def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
+        if self.support_size == 0:
+            return logits[:, 0]
+        return support_to_scalar_tf(logits, self.support_size)
+
+    def _predict(self, hidden_state: tf.Tensor, reward: tf.Tensor, reward_logits: tf.Tensor | None,
+                 training: bool = False) -> NetworkOutput:
+        """prediction(hidden_state) with the reward of the transition into it."""
+        out = self.prediction(hidden_state, training=training)
+        return NetworkOutput(
+            value=self._scalar(out["value"]),
+            reward=reward,
+            policy_logits=out["policy"],
+            hidden_state=hidden_state,
+            value_logits=out["value"] if self.support_size else out["value"][:, 0],
+            reward_logits=reward_logits,
+        )
+
+    def training_steps(self) -> int:
+        return self.steps
+
+
+class MLPNetwork(KerasNetwork):
     """The three functions as Keras models, with the pseudocode's inference interface.
 
     Args:
@@ -62,31 +101,6 @@ class MLPNetwork(Network):
                                {"policy": self.action_space_size, "value": bins})
         self.steps = 0
 
-    @property
-    def models(self) -> dict[str, keras.Model]:
-        return {"representation": self.representation, "dynamics": self.dynamics, "prediction": self.prediction}
-
-    @property
-    def trainable_variables(self) -> list:
-        return [v for model in self.models.values() for v in model.trainable_variables]
-
-    def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
-        if self.support_size == 0:
-            return logits[:, 0]
-        return support_to_scalar_tf(logits, self.support_size)
-
-    def _predict(self, hidden_state: tf.Tensor, reward: tf.Tensor, reward_logits: tf.Tensor) -> NetworkOutput:
-        out = self.prediction(hidden_state)
-        value_logits = out["value"] if self.support_size else out["value"][:, 0]
-        return NetworkOutput(
-            value=self._scalar(out["value"]),
-            reward=reward,
-            policy_logits=out["policy"],
-            hidden_state=hidden_state,
-            value_logits=value_logits,
-            reward_logits=reward_logits,
-        )
-
     # `training` is part of the interface shared with `ResNetwork`; no layer here depends on it.
     def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
         x = tf.reshape(tf.convert_to_tensor(observation, tf.float32), (tf.shape(observation)[0], -1))
@@ -102,9 +116,6 @@ class MLPNetwork(Network):
         state = scale_hidden_state(out["state"])
         reward_logits = out["reward"] if self.support_size else out["reward"][:, 0]
         return self._predict(state, self._scalar(out["reward"]), reward_logits)
-
-    def training_steps(self) -> int:
-        return self.steps
 
     def get_weights(self) -> dict:
         """Weights as plain numpy data: {function: {layer: (kernel, bias)}}."""

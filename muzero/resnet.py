@@ -25,8 +25,8 @@ import tensorflow as tf
 
 from muzero.config import MuZeroConfig
 from muzero.game import image_shape
-from muzero.network import MIN_MAX_EPSILON, Network, NetworkOutput, PublishedWeights
-from muzero.support import support_to_scalar_tf
+from muzero.models import KerasNetwork
+from muzero.network import MIN_MAX_EPSILON, NetworkOutput, PublishedWeights
 
 
 def scale_hidden_state_planes(state: tf.Tensor) -> tf.Tensor:
@@ -73,7 +73,7 @@ class _Builder:
         return keras.layers.Dense(outputs, name=name, dtype="float32")(x)
 
 
-class ResNetwork(Network):
+class ResNetwork(KerasNetwork):
     """The three functions as Keras models, with the pseudocode's inference interface.
 
     Args:
@@ -118,30 +118,6 @@ class ResNetwork(Network):
         self.prediction = keras.Model(state, {"policy": policy, "value": value}, name="prediction")
         self.steps = 0
 
-    @property
-    def models(self) -> dict[str, keras.Model]:
-        return {"representation": self.representation, "dynamics": self.dynamics, "prediction": self.prediction}
-
-    @property
-    def trainable_variables(self) -> list:
-        return [v for model in self.models.values() for v in model.trainable_variables]
-
-    def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
-        if self.support_size == 0:
-            return logits[:, 0]
-        return support_to_scalar_tf(logits, self.support_size)
-
-    def _predict(self, hidden_state, reward, reward_logits, training: bool) -> NetworkOutput:
-        out = self.prediction(hidden_state, training=training)
-        return NetworkOutput(
-            value=self._scalar(out["value"]),
-            reward=reward,
-            policy_logits=out["policy"],
-            hidden_state=hidden_state,
-            value_logits=out["value"] if self.support_size else out["value"][:, 0],
-            reward_logits=reward_logits,
-        )
-
     def scale_image(self, observation) -> tf.Tensor:
         """uint8 frames / 255 and action planes / A, as float32; [B, H, W, C] -> same."""
         x = tf.cast(tf.convert_to_tensor(observation), tf.float32)
@@ -168,9 +144,6 @@ class ResNetwork(Network):
         state = scale_hidden_state_planes(out["state"])
         reward_logits = out["reward"] if self.support_size else out["reward"][:, 0]
         return self._predict(state, self._scalar(out["reward"]), reward_logits, training)
-
-    def training_steps(self) -> int:
-        return self.steps
 
     def get_weights(self) -> dict:
         """Weights as plain numpy data: {function: [arrays in Keras order]} (batch-norm averages included)."""

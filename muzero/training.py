@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from muzero.config import MuZeroConfig
 from muzero.gradient_scaling import scale_gradient
-from muzero.models import MLPNetwork
+from muzero.models import KerasNetwork
 from muzero.replay import Batch, ReplayBuffer, priority
 from muzero.support import scalar_to_support
 
@@ -67,7 +67,7 @@ def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
 # K unrolled steps together about as heavy as the initial step; the 0.5 on the
 # hidden state halves the gradient flowing back through each dynamics step, so
 # that the gradient reaching the start does not grow with K.
-def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float, hidden_state_scale: float = 0.5,
+def muzero_loss(network: KerasNetwork, batch: Batch, weight_decay: float, hidden_state_scale: float = 0.5,
                 hidden_state_gradient: Callable[[tf.Tensor], tf.Tensor] | None = None) -> tuple[tf.Tensor, dict, list]:
     """The loss of `update_weights`, with per-part values for logging.
 
@@ -132,7 +132,7 @@ def muzero_loss(network: MLPNetwork, batch: Batch, weight_decay: float, hidden_s
     return total, metrics, hidden_states
 
 
-def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, batch: Batch,
+def update_weights(optimizer: keras.optimizers.Optimizer, network: KerasNetwork, batch: Batch,
                    weight_decay: float, gradient_norms: bool = False) -> dict:
     """One SGD step on `muzero_loss`, skipped when the loss or a gradient is not finite.
 
@@ -168,7 +168,7 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: MLPNetwork, b
     return out
 
 
-def gradient_norm_metrics(network: MLPNetwork, gradients: list, state_gradients: list) -> dict:
+def gradient_norm_metrics(network: KerasNetwork, gradients: list, state_gradients: list) -> dict:
     """Norms that show gradient flow: per unroll step's hidden state, per function, global."""
     out = {f"grad/hidden_state_step_{k}": tf.norm(g) for k, g in enumerate(state_gradients)}
     start = 0
@@ -188,7 +188,7 @@ class Learner:
       network: the Keras network to train; its `observation_spec` gives the input signature.
     """
 
-    def __init__(self, config: MuZeroConfig, network: MLPNetwork):
+    def __init__(self, config: MuZeroConfig, network: KerasNetwork):
         self.config = config
         self.network = network
         self.optimizer = make_optimizer(config)
