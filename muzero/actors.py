@@ -390,9 +390,14 @@ def connect(config: MuZeroConfig, address: str | None) -> None:
     Raises:
       ClusterError: the cluster cannot be joined or started.
     """
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address and "RAY_AUTH_MODE" not in os.environ and _has_auth_token():
+        # `ray start` turns token authentication on when it finds a token, but Ray 2.60's
+        # ray.init(address=...) does not: without this it is refused by its own cluster.
+        # (Read when Ray is first imported.)
+        os.environ["RAY_AUTH_MODE"] = "token"
     import ray
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     actors_cfg = config.actors
     needed = actors_cfg.num_actors * actors_cfg.cpus_per_actor
     try:
@@ -410,6 +415,14 @@ def connect(config: MuZeroConfig, address: str | None) -> None:
     if available < needed:
         logging.warning("the Ray cluster has %g CPUs, the %d actors ask for %g: some will wait for CPUs",
                         available, actors_cfg.num_actors, needed)
+
+
+def _has_auth_token() -> bool:
+    """Whether Ray would find an authentication token (environment, or its default file)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
+    return os.path.isfile(path)
 
 
 def _first_line(error: BaseException) -> str:

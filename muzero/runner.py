@@ -322,8 +322,12 @@ class Trainer:
         self._save_games(games, moves, time.time() - started)
 
     def _self_play_on_actors(self) -> None:
-        """Ray back end: hand the actors work (only now that the learner has caught up:
-        backpressure), then wait for finished calls and put their games in replay."""
+        """Ray back end: the learner has caught up; wait for finished calls, put their games
+        in replay, and refill the actors' call slots so they play while the learner trains.
+
+        Backpressure: calls are only handed out here, so the actors run at most
+        `actors.max_inflight_per_actor` calls ahead of a learner slower than them.
+        """
         actors, actors_cfg = self.actors, self.config.actors
         if not actors.actors:
             actors.start(self.learner.training_step)
@@ -331,6 +335,7 @@ class Trainer:
         actors.publish(self.storage.latest_step(), self.storage.latest_network())
         actors.submit()
         results = actors.collect(should_stop=lambda: self.stop_signal is not None)
+        actors.submit()
         now = time.time()
         self._save_games([game for result in results for game in result.games], sum(r.moves for r in results),
                          now - self.last_collect)
