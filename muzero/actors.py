@@ -59,7 +59,7 @@ class PlayResult:
     Attributes:
       actor_index: which actor played.
       incarnation: the restart count the driver sent with the call.
-      process: a token unique to the actor's process (a new one after a restart).
+      process: "pid-random", unique to the actor's process (a new one after a restart).
       games: the games that ended during the call, detached from their environments.
       moves: moves played in all the actor's games during the call.
       weights_step: training step of the network the moves were searched with.
@@ -128,7 +128,7 @@ class SelfPlayWorker:
         self.config = config
         self.actor_index = actor_index
         self.start_step = start_step
-        self.process = uuid.uuid4().hex
+        self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.searcher = make_actor_searcher(config, observation_size, config.selfplay.num_envs)
         self.incarnation = -1
         self.selfplay: BatchedSelfPlay | None = None
@@ -304,7 +304,7 @@ class SelfPlayActors:
             return []
         if result.process != actor.process:
             if actor.process is not None and not actor.awaiting_new_process:
-                self._on_death(call, "was restarted while idle", kill=False)
+                self._on_death(call, "was restarted (a new process answered)", kill=False)
             actor.process, actor.awaiting_new_process = result.process, False
         actor.games += len(result.games)
         return [result]
