@@ -24,3 +24,18 @@ def test_gradient_scaling_demo_writes_csv_and_png(tmp_path):
     k1 = {float(r["median"]) for r in rows if r["K"] == "1" and r["part"] == "whole loss"}
     assert len(k1) == 1  # at K = 1 no link is scaled: every variant gives the same gradient
     assert out.with_suffix(".png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_bench_scaling_prints_a_table(tmp_path):
+    import os
+
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scaling.py"), "--config",
+                             str(ROOT / "configs" / "tiny.yaml"), "--actors", "1", "--intervals", "2",
+                             "--interval-seconds", "1"], capture_output=True, text=True, check=False, timeout=300,
+                            env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][2:]
+    # One row for the local back end, one for 1 actor, whose efficiency is 1 by definition.
+    assert [row.split(" | ")[0] for row in rows] == ["| local (in-process)", "| ray, 1 actor"]
+    assert rows[1].endswith("| 1.00 |")
