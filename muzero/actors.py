@@ -83,7 +83,7 @@ def actor_seeds(seed: int, actor_index: int, incarnation: int, start_step: int) 
     return int(environments.generate_state(1)[0]), np.random.default_rng(search)
 
 
-def make_actor_searcher(config: MuZeroConfig, observation_size: int, batch_size: int) -> Callable | None:
+def make_actor_searcher(config: MuZeroConfig, observation_shape: tuple[int, ...], batch_size: int) -> Callable | None:
     """What an actor searches with: the one place actors build networks or searchers.
 
     None is `BatchedSelfPlay`'s numpy search on the published numpy network.
@@ -91,7 +91,7 @@ def make_actor_searcher(config: MuZeroConfig, observation_size: int, batch_size:
     if config.selfplay.search == "compiled":
         from muzero.selfplay import CompiledSelfPlaySearch
 
-        return CompiledSelfPlaySearch(config, observation_size, batch_size)
+        return CompiledSelfPlaySearch(config, int(np.prod(observation_shape)), batch_size)
     return None
 
 
@@ -118,18 +118,18 @@ class SelfPlayWorker:
 
     Args:
       config: validated configuration.
-      observation_size: flattened observation size, for the searcher's network.
+      observation_shape: the environment's observation shape, for the searcher's network.
       actor_index: 0..num_actors - 1.
       start_step: training step the run started (or resumed) at; part of the seeds.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_size: int, actor_index: int, start_step: int):
+    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], actor_index: int, start_step: int):
         limit_actor_resources(config, max(1, int(config.actors.cpus_per_actor)))
         self.config = config
         self.actor_index = actor_index
         self.start_step = start_step
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.searcher = make_actor_searcher(config, observation_size, config.selfplay.num_envs)
+        self.searcher = make_actor_searcher(config, observation_shape, config.selfplay.num_envs)
         self.incarnation = -1
         self.selfplay: BatchedSelfPlay | None = None
         self.rng: np.random.Generator | None = None
@@ -201,14 +201,14 @@ class SelfPlayActors:
 
     Args:
       config: validated configuration (`actors` section).
-      observation_size: flattened observation size.
+      observation_shape: the environment's observation shape.
       address: a Ray cluster to join (`ray start --head` prints it); None starts a
         local one sized for the actors.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_size: int, address: str | None = None):
+    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], address: str | None = None):
         self.config = config
-        self.observation_size = observation_size
+        self.observation_shape = tuple(observation_shape)
         self.address = address
         self.actors: list[_ActorState] = []
         self.weights_step = -1
@@ -241,7 +241,7 @@ class SelfPlayActors:
         remote = ray.remote(SelfPlayWorker).options(
             num_cpus=actors_cfg.cpus_per_actor, num_gpus=actors_cfg.gpus_per_actor,
             max_restarts=actors_cfg.max_restarts, max_task_retries=0)
-        self.actors = [_ActorState(remote.remote(self.config, self.observation_size, i, start_step))
+        self.actors = [_ActorState(remote.remote(self.config, self.observation_shape, i, start_step))
                        for i in range(actors_cfg.num_actors)]
         logging.info("started %d self-play actors (%s games each, %d moves per call, %d calls in flight each)",
                      actors_cfg.num_actors, self.config.selfplay.num_envs, actors_cfg.moves_per_call,

@@ -107,7 +107,7 @@ class Trainer:
         if backend == "ray":  # first, so that a cluster that cannot be joined stops the run before it starts
             from muzero.actors import SelfPlayActors
 
-            self.actors = SelfPlayActors(config, int(np.prod(observation_shape)), ray_address)
+            self.actors = SelfPlayActors(config, observation_shape, ray_address)
         seed = config.run.seed
         seed_everything(seed)
         self.rng = np.random.default_rng(seed)

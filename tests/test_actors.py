@@ -111,7 +111,7 @@ def _small_config(**actors) -> MuZeroConfig:
 def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "restored after the test")
     config = _small_config().replace(game=GameConfig(max_moves=10, discount=0.99))
-    worker = SelfPlayWorker(config, 4, actor_index=1, start_step=0)
+    worker = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0)
     result = worker.play(incarnation=0, weights_step=0, weights=[UniformNetwork(2)], moves=25)
     # 25 batched moves in each of 2 games in progress: 50 moves. Games end within 10
     # moves (max_moves), so at least 2 per environment ended: 25 // 10 = 2.
@@ -121,9 +121,9 @@ def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
     assert sum(len(game) for game in result.games) + worker.selfplay.moves_in_progress() == 50
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # no GPU for a GPU-less actor
     # Same seed, actor and incarnation: the same games; a new incarnation: other games.
-    again = SelfPlayWorker(config, 4, actor_index=1, start_step=0).play(0, 0, [UniformNetwork(2)], 25)
+    again = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0).play(0, 0, [UniformNetwork(2)], 25)
     assert [g.history for g in again.games] == [g.history for g in result.games]
-    restarted = SelfPlayWorker(config, 4, actor_index=1, start_step=0).play(1, 0, [UniformNetwork(2)], 25)
+    restarted = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0).play(1, 0, [UniformNetwork(2)], 25)
     assert [g.history for g in restarted.games] != [g.history for g in result.games]
 
 
