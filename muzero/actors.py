@@ -105,10 +105,14 @@ def limit_actor_resources(config: MuZeroConfig, threads: int) -> None:
         return  # the numpy search never imports TensorFlow
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-    if config.actors.gpus_per_actor == 0:
-        tf.config.set_visible_devices([], "GPU")
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        if config.actors.gpus_per_actor == 0:
+            tf.config.set_visible_devices([], "GPU")
+    except RuntimeError as error:  # TensorFlow already ran in this process (an in-process worker)
+        logging.warning("self-play actor: TensorFlow already initialised, thread and device limits not set (%s)",
+                        _first_line(error))
 
 
 class SelfPlayWorker:
