@@ -148,6 +148,10 @@ class SelfPlayWorker:
         self.selfplay = BatchedSelfPlay(self.config, environments, self.searcher)
         self.incarnation = incarnation
 
+    def ready(self) -> str:
+        """The process token, once the actor is up."""
+        return self.process
+
     def play(self, incarnation: int, weights_step: int, weights: list, moves: int) -> PlayResult:
         """Plays `moves` moves in each game in progress; returns the games that ended.
 
@@ -233,23 +237,37 @@ class SelfPlayActors:
 
     # ----- work out -----
 
-    def start(self, start_step: int) -> None:
-        """Creates the actors (once); `start_step` goes into their seeds."""
+    def start(self, start_step: int, should_stop: Callable[[], bool] = lambda: False) -> None:
+        """Creates the actors (once) and waits, at most `actors.call_timeout_seconds`, until
+        each is up, so that all of them play from the first call. `start_step` goes into
+        their seeds."""
         if self.actors:
             return
         import ray
 
         actors_cfg = self.config.actors
-        # No task retries: after a restart the driver resubmits, with the newest weights
-        # and the new restart count, and sees every failure (so it can count it).
+        # No task retries: after a restart the driver resubmits, with the newest weights and
+        # the new restart count. (Calls queued at the moment of a restart may still run on
+        # the new process; its result then shows the new process, and the restart is counted.)
         remote = ray.remote(SelfPlayWorker).options(
             num_cpus=actors_cfg.cpus_per_actor, num_gpus=actors_cfg.gpus_per_actor,
             max_restarts=actors_cfg.max_restarts, max_task_retries=0)
         self.actors = [_ActorState(remote.remote(self.config, self.observation_shape, i, start_step))
                        for i in range(actors_cfg.num_actors)]
-        logging.info("started %d self-play actors (%s games each, %d moves per call, %d calls in flight each)",
-                     actors_cfg.num_actors, self.config.selfplay.num_envs, actors_cfg.moves_per_call,
-                     actors_cfg.max_inflight_per_actor)
+        started = time.time()
+        pending = {actor.handle.ready.remote(): actor for actor in self.actors}
+        while pending and time.time() - started < actors_cfg.call_timeout_seconds and not should_stop():
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=WAIT_SLICE_SECONDS)
+            for ref in ready:
+                actor = pending.pop(ref)
+                try:
+                    actor.process = ray.get(ref)
+                except ray.exceptions.RayError:
+                    pass  # its calls will fail, and be handled as faults
+        logging.info("%d self-play actors up in %.1fs (%s games each, %d moves per call, %d calls in flight each)%s",
+                     actors_cfg.num_actors - len(pending), time.time() - started, self.config.selfplay.num_envs,
+                     actors_cfg.moves_per_call, actors_cfg.max_inflight_per_actor,
+                     f"; {len(pending)} not up yet" if pending else "")
 
     def submit(self) -> None:
         """Fills every live actor's free call slots with `moves_per_call` moves of play."""

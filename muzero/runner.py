@@ -330,7 +330,7 @@ class Trainer:
         """
         actors, actors_cfg = self.actors, self.config.actors
         if not actors.actors:
-            actors.start(self.learner.training_step)
+            actors.start(self.learner.training_step, should_stop=lambda: self.stop_signal is not None)
             self.last_collect = time.time()
         actors.publish(self.storage.latest_step(), self.storage.latest_network())
         actors.submit()

@@ -213,6 +213,8 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
             seen["replay"] = list(trainer.replay_buffer.buffer)
             seen["games_by_actor"] = trainer.actors.games_by_actor
             ray.kill(trainer.actors.actors[0].handle, no_restart=False)
+        elif "replay" in seen and trainer.actors.restarts == 0:
+            time.sleep(0.05)  # a slower learner until the restarted actor answers: actor 1 alone must not end the run
         return batch
 
     trainer = Trainer(config, tmp_path / "run", OBSERVATION_SHAPE, batch_hook=kill_at_step_20, backend="ray",
