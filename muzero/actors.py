@@ -187,7 +187,6 @@ class _Call:
     ref: object
     actor_index: int
     incarnation: int
-    submitted: float
 
 
 @dataclass
@@ -280,7 +279,7 @@ class SelfPlayActors:
                                                self.config.actors.moves_per_call)
                 if not self._current_calls(actor):
                     actor.clock = now
-                actor.calls.append(_Call(ref, index, actor.incarnation, now))
+                actor.calls.append(_Call(ref, index, actor.incarnation))
 
     # ----- games in -----
 
@@ -299,8 +298,10 @@ class SelfPlayActors:
             calls = {call.ref: call for actor in self.actors for call in actor.calls}
             if not calls:
                 return results
-            ready, _ = ray.wait(list(calls), num_returns=len(calls),
-                                timeout=0 if results else self._wait_seconds())
+            # The first finished call (or a time slice), then whatever else has finished too.
+            ready, _ = ray.wait(list(calls), num_returns=1, timeout=self._wait_seconds())
+            if ready:
+                ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
             for ref in ready:
                 results.extend(self._finish(calls[ref]))
             if results or should_stop():
@@ -315,7 +316,13 @@ class SelfPlayActors:
         if self._current_calls(actor):
             actor.clock = now  # the next call of this actor starts now, at the latest
         try:
-            result: PlayResult = ray.get(call.ref, timeout=WAIT_SLICE_SECONDS)
+            # Ready means in the local object store: this returns at once, unless the object
+            # was lost since, in which case Ray may try to rebuild it: bounded too.
+            result: PlayResult = ray.get(call.ref, timeout=self.config.actors.call_timeout_seconds)
+        except ray.exceptions.GetTimeoutError:
+            logging.warning("self-play actor %d: a finished call's games could not be fetched; dropped",
+                            call.actor_index)
+            return []
         except ray.exceptions.ActorUnavailableError:
             return []  # unreachable for a moment; a real restart shows as a new process
         except ray.exceptions.RayActorError as error:

@@ -168,11 +168,14 @@ def test_local_backend_never_imports_ray(tmp_path):
 @pytest.mark.slow
 def test_train_and_resume_through_ray_address(tmp_path, ray_address):
     run_dir = tmp_path / "run"
+    # Games of at most 10 moves: each call of 5 moves in 2 games ends one every 2 calls or sooner.
     settings = ["--backend", "ray", "--ray-address", ray_address, "--set", "selfplay.num_envs=2",
-                "--set", "actors.num_actors=2", "--set", "actors.moves_per_call=5", "--set", "replay.window_size=1000"]
+                "--set", "actors.num_actors=2", "--set", "actors.moves_per_call=5", "--set", "replay.window_size=1000",
+                "--set", "game.max_moves=10"]
     result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=20", *settings)
     assert result.returncode == 0, result.stderr[-3000:]
-    # Games reached replay from every actor: both counts are above 0.
+    # Games reached replay from every actor: both counts are above 0 (20 steps need 40 moves,
+    # 4 calls or more, handed out 2 per actor at a time).
     match = re.search(r"self-play actors: 0 restarts; games per actor: (\d+) (\d+)\n", result.stderr)
     assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, result.stderr[-3000:]
     assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
@@ -182,13 +185,14 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
 
     # Resume on the actors: replay and learner come from the checkpoint, actors start fresh
     # games; here with the compiled search, so TensorFlow and XLA run inside the actors.
-    result = muzero("train", "--resume", str(run_dir), "--set", "train.training_steps=30",
+    result = muzero("train", "--resume", str(run_dir), "--set", "train.training_steps=40",
                     "--set", "selfplay.search=compiled", *settings)
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"resumed from .*ckpt-20 at training step 20", result.stderr)
-    assert (run_dir / "checkpoints" / "ckpt-30.complete").is_file()
-    match = re.search(r"self-play actors: 0 restarts; games per actor: (\d+) (\d+)\n", result.stderr)
-    assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, result.stderr[-3000:]
+    assert (run_dir / "checkpoints" / "ckpt-40.complete").is_file()
+    # The learner trains only as the actors play: 40 steps at steps_per_move 0.5 took 80 moves or more.
+    match = re.search(r"done: 40 training steps, \d+ games, (\d+) moves", result.stderr)
+    assert match and int(match.group(1)) >= 80, result.stderr[-3000:]
 
 
 def _ray_config(training_steps: int = 60, **actors) -> MuZeroConfig:
