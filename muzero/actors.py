@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging as std_logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -419,6 +420,8 @@ def connect(config: MuZeroConfig, address: str | None) -> None:
     Raises:
       ClusterError: the cluster cannot be joined or started.
     """
+    if address:
+        check_address(address)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if address and "RAY_AUTH_MODE" not in os.environ and _has_auth_token():
         # `ray start` turns token authentication on when it finds a token, but Ray 2.60's
@@ -444,6 +447,23 @@ def connect(config: MuZeroConfig, address: str | None) -> None:
     if available < needed:
         logging.warning("the Ray cluster has %g CPUs, the %d actors ask for %g: some will wait for CPUs",
                         available, actors_cfg.num_actors, needed)
+
+
+def check_address(address: str) -> None:
+    """Fails fast when nothing answers at a "host:port" address (ray.init would retry for
+    minutes). Other address forms ("auto", "ray://...") are left to Ray.
+
+    Raises:
+      ClusterError: the port is closed or the host unknown.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or "/" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as error:
+        raise ClusterError(f"--ray-address {address}: no Ray cluster answers there "
+                           f"({error.strerror or type(error).__name__}); start one with `ray start --head`") from None
 
 
 def _has_auth_token() -> bool:

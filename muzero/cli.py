@@ -79,6 +79,13 @@ def command_train(args: argparse.Namespace) -> int:
         raise UsageError("--ray-address: only with --backend ray")
     if args.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise UsageError("--backend ray: Ray is not installed (pip install 'ray>=2.60,<2.61')")
+    if args.ray_address is not None:
+        from muzero.actors import ClusterError, check_address
+
+        try:
+            check_address(args.ray_address)
+        except ClusterError as error:
+            raise UsageError(str(error)) from None
     if args.resume is not None:
         if args.logdir is not None:
             raise UsageError("--logdir and --resume: give one (a resumed run stays in its own directory)")

@@ -139,6 +139,9 @@ def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
     (["--set", "actors.max_inflight=2"],
      "--set actors.max_inflight=2: actors.max_inflight: unknown key (did you mean 'max_inflight_per_actor'?)"),
     (["--ray-address", "127.0.0.1:1"], "--ray-address: only with --backend ray"),
+    # Port 1 on loopback: nothing listens there, so the connection is refused at once.
+    (["--backend", "ray", "--ray-address", "127.0.0.1:1"],
+     "--ray-address 127.0.0.1:1: no Ray cluster answers there (Connection refused); start one with `ray start --head`"),
 ])
 def test_bad_actor_settings_exit_2_with_one_line(tmp_path, args, fragment):
     result = muzero("train", "--config", TINY, "--logdir", str(tmp_path / "run"), *args)
