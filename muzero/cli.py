@@ -7,6 +7,7 @@ TensorFlow is imported, and a failure is one line on stderr with exit status 2.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging as std_logging
 import os
 import sys
@@ -44,6 +45,12 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
     train.add_argument("--resume", default=None, metavar="RUN_DIR",
                        help="continue RUN_DIR from its newest complete checkpoint (same step counter, "
                             "learning-rate position, replay contents and TensorBoard run)")
+    train.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="where self-play runs: 'local' (this process, default) or 'ray' (actors.num_actors "
+                            "self-play actors on Ray; the learner stays here)")
+    train.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                       help="with --backend ray: join this cluster (`ray start --head` prints it); "
+                            "default: start a local one")
 
     evaluate = commands.add_parser("evaluate", help="greedy episodes with a run's latest checkpoint")
     evaluate.add_argument("--run", required=True, help="run directory written by `muzero train`")
@@ -68,6 +75,17 @@ def prepare_run_dir(logdir: Path) -> None:
 def command_train(args: argparse.Namespace) -> int:
     from muzero.environment import EnvironmentSpecError, check_environment
 
+    if args.ray_address is not None and args.backend != "ray":
+        raise UsageError("--ray-address: only with --backend ray")
+    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise UsageError("--backend ray: Ray is not installed (pip install 'ray>=2.60,<2.61')")
+    if args.ray_address is not None:
+        from muzero.actors import ClusterError, check_address
+
+        try:
+            check_address(args.ray_address)
+        except ClusterError as error:
+            raise UsageError(str(error)) from None
     if args.resume is not None:
         if args.logdir is not None:
             raise UsageError("--logdir and --resume: give one (a resumed run stays in its own directory)")
@@ -88,13 +106,15 @@ def command_train(args: argparse.Namespace) -> int:
     else:
         _check_writable(logdir)
 
+    from muzero.actors import ClusterError
     from muzero.checkpoints import CheckpointError
     from muzero.runner import RunStopped, train
 
     logging.info("run directory %s; watch it with: tensorboard --logdir %s", logdir, logdir.parent)
     try:
-        result = train(config, logdir, observation_shape, resume=args.resume is not None)
-    except CheckpointError as error:
+        result = train(config, logdir, observation_shape, resume=args.resume is not None, backend=args.backend,
+                       ray_address=args.ray_address)
+    except (CheckpointError, ClusterError) as error:
         raise UsageError(str(error)) from None
     except RunStopped as error:
         print(f"muzero train: stopped: {error}", file=sys.stderr)
@@ -106,6 +126,9 @@ def command_train(args: argparse.Namespace) -> int:
     logging.info("done: %d training steps, %d games, %d moves in %.0fs; greedy return %.1f +- %.1f",
                  result["training_step"], result["games"], result["env_steps"], result["wall_seconds"],
                  result["mean_return"], result["std_return"])
+    if "games_by_actor" in result:
+        logging.info("self-play actors: %d restarts; games per actor: %s", result["actor_restarts"],
+                     " ".join(map(str, result["games_by_actor"])))
     return 0
 
 

@@ -221,6 +221,34 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class ActorsConfig:
+    """Self-play actors of the Ray back end (`muzero train --backend ray`; unused by `local`).
+
+    Each actor plays `selfplay.num_envs` games in lockstep with the batched search (as
+    `BatchedSelfPlay`), `moves_per_call` moves per call; the games that ended come back
+    with the call, and the newest published weights go out with the next one.
+    """
+
+    num_actors: int = field(default=2, metadata=_range(min=1))
+    # Batched moves (one in each of the actor's games) per call: how often an actor
+    # hands back finished games and picks up the newest weights.
+    moves_per_call: int = field(default=25, metadata=_range(min=1))
+    # Backpressure: calls handed to an actor and not yet collected. At most
+    # num_actors * max_inflight_per_actor calls' worth of games wait outside replay.
+    max_inflight_per_actor: int = field(default=2, metadata=_range(min=1))
+    # Restarts Ray makes of each actor that dies or is killed as hung (-1: no limit).
+    max_restarts: int = field(default=3, metadata=_range(min=-1))
+    # Fewer actors alive than this (restarts used up): the run stops with a checkpoint.
+    min_live_actors: int = field(default=1, metadata=_range(min=1))
+    # A call running longer than this is taken for a hung actor, which is killed and
+    # restarted. Covers the actor's start (imports, XLA compilation) on its first call.
+    call_timeout_seconds: float = field(default=300.0, metadata=_range(gt=0.0))
+    # Ray resources per actor. With 0 GPUs an actor hides the GPUs from TensorFlow.
+    cpus_per_actor: float = field(default=1.0, metadata=_range(gt=0.0))
+    gpus_per_actor: float = field(default=0.0, metadata=_range(min=0.0))
+
+
+@dataclass(frozen=True)
 class MuZeroConfig:
     """The whole configuration; the pseudocode's `MuZeroConfig`, grouped by section."""
 
@@ -231,6 +259,7 @@ class MuZeroConfig:
     train: TrainConfig = TrainConfig()
     replay: ReplayConfig = ReplayConfig()
     run: RunConfig = RunConfig()
+    actors: ActorsConfig = ActorsConfig()
 
     # Flat aliases so code reads like the pseudocode (`config.discount`, ...).
     @property

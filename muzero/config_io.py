@@ -253,3 +253,6 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
     if config.replay.min_games > config.replay.window_size:
         raise fail("replay.min_games", f"expected at most replay.window_size ({config.replay.window_size}), "
                    f"got {config.replay.min_games}")
+    if config.actors.min_live_actors > config.actors.num_actors:
+        raise fail("actors.min_live_actors", f"expected at most actors.num_actors ({config.actors.num_actors}), "
+                   f"got {config.actors.min_live_actors}")

@@ -13,6 +13,10 @@ Everything the loop depends on (weights, optimizer, replay buffer, RNG states,
 counters) is in each checkpoint, so a resumed run continues exactly where the
 checkpoint was taken. Evaluation uses its own RNG and environment: it never
 changes the training trajectory.
+
+Two self-play back ends: `local` (the above, in one process) and `ray`, where
+`muzero.actors` plays on Ray actors while the learner trains here; the loop is the
+same, `_self_play` then hands out work and collects whole games from the actors.
 """
 
 from __future__ import annotations
@@ -99,10 +103,13 @@ class Trainer:
       observation_shape: the environment's observation shape.
       resume: restore the newest complete checkpoint of `run_dir`.
       batch_hook: tests only: transforms each sampled batch (fault injection).
+      backend: "local" (self-play in this process) or "ray" (self-play actors, `muzero.actors`).
+      ray_address: with "ray": the cluster to join; None starts a local one.
     """
 
     def __init__(self, config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...], resume: bool = False,
-                 batch_hook: Callable[[Batch], Batch] | None = None):
+                 batch_hook: Callable[[Batch], Batch] | None = None, backend: str = "local",
+                 ray_address: str | None = None):
         from muzero.checkpoints import Checkpointer
         from muzero.models import make_network
         from muzero.summaries import Summaries
@@ -111,6 +118,11 @@ class Trainer:
         self.config = config
         self.run_dir = run_dir
         self.batch_hook = batch_hook
+        self.actors = None
+        if backend == "ray":  # first, so that a cluster that cannot be joined stops the run before it starts
+            from muzero.actors import SelfPlayActors
+
+            self.actors = SelfPlayActors(config, observation_shape, ray_address)
         seed = config.run.seed
         logging.info("learner devices: %s", ", ".join(configure_devices()))
         seed_everything(seed)
@@ -226,11 +238,16 @@ class Trainer:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.summaries.close()
+            if self.actors is not None:
+                self.actors.close()
         evaluation = self.last_eval if self.last_eval is not None else np.array([np.nan])
-        return {"training_step": self.learner.training_step, "games": self.replay_buffer.games_saved,
-                "env_steps": self.counters["env_steps"], "mean_return": float(evaluation.mean()),
-                "std_return": float(evaluation.std()), "wall_seconds": time.time() - self.started,
-                "stopped_by": self.stop_signal, "nonfinite_skips": self.counters["nonfinite_skips"]}
+        result = {"training_step": self.learner.training_step, "games": self.replay_buffer.games_saved,
+                  "env_steps": self.counters["env_steps"], "mean_return": float(evaluation.mean()),
+                  "std_return": float(evaluation.std()), "wall_seconds": time.time() - self.started,
+                  "stopped_by": self.stop_signal, "nonfinite_skips": self.counters["nonfinite_skips"]}
+        if self.actors is not None:
+            result.update(actor_restarts=self.actors.restarts, games_by_actor=self.actors.games_by_actor)
+        return result
 
     def _on_signal(self, signum: int, frame) -> None:
         self.stop_signal = signal.Signals(signum).name
@@ -303,7 +320,11 @@ class Trainer:
                              f"{step + 1} (train.max_consecutive_nonfinite); last good checkpoint: {last_good}")
 
     def _self_play(self) -> None:
-        """Self-play: one move in each of num_envs games (batched), or one whole game (reference)."""
+        """Self-play: one move in each of num_envs games (batched), or one whole game (reference);
+        with the Ray back end, whatever the actors finished."""
+        if self.actors is not None:
+            self._self_play_on_actors()
+            return
         started = time.time()
         if self.selfplay is not None:
             # The newest published network, pulled every refresh_interval moves.
@@ -316,7 +337,40 @@ class Trainer:
         else:
             games = [play_game(self.config, self.storage.latest_network(), self.environments[0], self.rng)]
             moves = len(games[0])
-        self.selfplay_seconds += time.time() - started
+        self._save_games(games, moves, time.time() - started)
+
+    def _self_play_on_actors(self) -> None:
+        """Ray back end: the learner has caught up; wait for finished calls, put their games
+        in replay, and refill the actors' call slots so they play while the learner trains.
+
+        Backpressure: calls are only handed out here, so the actors run at most
+        `actors.max_inflight_per_actor` calls ahead of a learner slower than them.
+        """
+        actors, actors_cfg = self.actors, self.config.actors
+        if not actors.actors:
+            actors.start(self.learner.training_step, should_stop=lambda: self.stop_signal is not None)
+            self.last_collect = time.time()
+        actors.publish(self.storage.latest_step(), self.storage.latest_network())
+        actors.submit()
+        results = actors.collect(should_stop=lambda: self.stop_signal is not None)
+        actors.submit()
+        now = time.time()
+        self._save_games([game for result in results for game in result.games], sum(r.moves for r in results),
+                         now - self.last_collect)
+        self.last_collect = now
+        self.summaries.scalars(self.learner.training_step, {
+            "actors/restarts": actors.restarts, "actors/live": actors.live, "actors/inflight": actors.inflight})
+        if actors.live < actors_cfg.min_live_actors:
+            self.counters["wall_seconds"] = time.time() - self.started
+            self.publish()
+            raise RunStopped(f"{actors.live} of {actors_cfg.num_actors} self-play actors alive, fewer than "
+                             f"actors.min_live_actors={actors_cfg.min_live_actors} (restarts used up: "
+                             f"actors.max_restarts={actors_cfg.max_restarts}); final checkpoint "
+                             f"{self.checkpointer.directory / f'ckpt-{self.last_saved_step}'}")
+
+    def _save_games(self, games: list, moves: int, seconds: float) -> None:
+        """Finished games to replay, with their figures; `moves` played in `seconds`."""
+        self.selfplay_seconds += seconds
         self.selfplay_moves += moves
         self.counters["env_steps"] += moves
         for game in games:
@@ -362,11 +416,17 @@ class Trainer:
         loss = (f"loss {metrics['loss/total']:.3f} (v {metrics['loss/value']:.3f} r {metrics['loss/reward']:.3f} "
                 f"p {metrics['loss/policy']:.3f})") if metrics else "loss -"
         logging.info("step %d/%d | games %d | moves %d | return(last %d) %.1f | %s | %.0f moves/s %.1f steps/s | "
-                     "batch %.2f of a step | %.0fs", step, self.config.train.training_steps,
+                     "batch %.2f of a step | %.0fs%s", step, self.config.train.training_steps,
                      self.replay_buffer.games_saved, moves, len(self.returns), recent, loss,
                      (moves - self.moves_at_print) / interval, (step - self.steps_at_print) / interval,
-                     self.batch_fraction, now - self.started)
+                     self.batch_fraction, now - self.started, self._actors_progress())
         self.last_print, self.steps_at_print, self.moves_at_print = now, step, moves
+
+    def _actors_progress(self) -> str:
+        if self.actors is None:
+            return ""
+        return (f" | actors {self.actors.live} live, {self.actors.restarts} restarts, "
+                f"{self.actors.inflight} calls in flight")
 
 
 def _truncate_eval_csv(path: Path, step: int) -> None:
@@ -382,9 +442,11 @@ def _truncate_eval_csv(path: Path, step: int) -> None:
     write_atomically(path, text.getvalue())
 
 
-def train(config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...], resume: bool = False) -> dict:
+def train(config: MuZeroConfig, run_dir: Path, observation_shape: tuple[int, ...], resume: bool = False,
+          backend: str = "local", ray_address: str | None = None) -> dict:
     """Runs (or resumes) training in `run_dir`; see `Trainer`."""
-    return Trainer(config, run_dir, observation_shape, resume=resume).run()
+    return Trainer(config, run_dir, observation_shape, resume=resume, backend=backend,
+                   ray_address=ray_address).run()
 
 
 def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarray, int]:

@@ -37,3 +37,17 @@ def test_bench_atari_counts_the_papers_flops_and_runs(tmp_path):
     assert "training step:" in lines and "self-play:" in lines and "x the matmul reference" in lines
     flops = float(lines.split("representation ")[1].split(",")[0])
     assert 0.0212 < flops < 0.05
+
+
+def test_bench_scaling_prints_a_table(tmp_path):
+    import os
+
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scaling.py"), "--config",
+                             str(ROOT / "configs" / "tiny.yaml"), "--actors", "1", "--intervals", "2",
+                             "--interval-seconds", "1"], capture_output=True, text=True, check=False, timeout=300,
+                            env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][2:]
+    # One row for the local back end, one for 1 actor, whose efficiency is 1 by definition.
+    assert [row.split(" | ")[0] for row in rows] == ["| local (in-process)", "| ray, 1 actor"]
+    assert rows[1].endswith("| 1.00 |")

@@ -1,0 +1,288 @@
+"""Tests for muzero/actors.py: self-play actors on a real local Ray cluster.
+
+The cluster is started once for the module (`ray start --head --block` on loopback) and
+stopped by ending that process, which stops exactly the Ray processes it started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from muzero.actors import SelfPlayWorker, actor_seeds
+from muzero.config import ActorsConfig, GameConfig, MuZeroConfig, ReplayConfig, SelfPlayConfig
+from muzero.config_io import load_config
+from muzero.network import UniformNetwork
+from muzero.run_dir import complete_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "configs" / "tiny.yaml")
+RAY = str(Path(sys.executable).parent / "ray")
+OBSERVATION_SHAPE = (4,)  # CartPole
+
+
+def _env() -> dict:
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", RAY_USAGE_STATS_ENABLED="0")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A one-node Ray cluster on loopback with 4 CPUs (2 actors + spare), for this module."""
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    temp_dir = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must stay under 107 bytes
+    log = Path(temp_dir) / "head.log"
+    # Token authentication (Ray's default for a new cluster), stated for the head and every
+    # driver, in-process ones included: set before this process imports Ray.
+    auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "token"
+    head = subprocess.Popen([RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+                             "--num-cpus=4", "--include-dashboard=false", "--disable-usage-stats",
+                             f"--temp-dir={temp_dir}"], env=_env(), stdout=log.open("w"),
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        while "Ray runtime started" not in log.read_text():
+            assert head.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        yield address
+    finally:
+        head.terminate()  # --block: the head stops the processes it started, then exits
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            head.kill()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        if auth_mode is None:
+            os.environ.pop("RAY_AUTH_MODE")
+        else:
+            os.environ["RAY_AUTH_MODE"] = auth_mode
+
+
+def muzero(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=ROOT, env=_env(), capture_output=True,
+                          check=False, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    import tensorflow as tf
+
+    out = []
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            out += [(event.step, float(tf.make_ndarray(v.tensor))) for v in event.summary.value if v.tag == tag]
+    return out
+
+
+# ----- without Ray: the actor's body and its seeds -----
+
+
+def test_actor_seeds_are_distinct_and_reproducible():
+    seeds = {(i, k, s): actor_seeds(0, i, k, s)[0] for i in range(3) for k in range(3) for s in (0, 100)}
+    # 3 actors x 3 incarnations x 2 start steps: 18 different environment seeds.
+    assert len(set(seeds.values())) == 18
+    assert actor_seeds(0, 1, 2, 100)[0] == seeds[(1, 2, 100)]
+    assert actor_seeds(0, 1, 2, 100)[1].random() == actor_seeds(0, 1, 2, 100)[1].random()
+    assert actor_seeds(1, 1, 2, 100)[0] != seeds[(1, 2, 100)]  # the run seed counts too
+
+
+def _small_config(**actors) -> MuZeroConfig:
+    return load_config(TINY).replace(selfplay=SelfPlayConfig(batched=True, num_envs=2),
+                                     actors=ActorsConfig(**actors))
+
+
+def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "restored after the test")
+    config = _small_config().replace(game=GameConfig(max_moves=10, discount=0.99))
+    worker = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0)
+    result = worker.play(incarnation=0, weights_step=0, weights=[UniformNetwork(2)], moves=25)
+    # 25 batched moves in each of 2 games in progress: 50 moves. Games end within 10
+    # moves (max_moves), so at least 2 per environment ended: 25 // 10 = 2.
+    assert result.moves == 50 and result.actor_index == 1 and result.incarnation == 0
+    assert len(result.games) >= 4
+    assert all(1 <= len(game) <= 10 and game.environment is None for game in result.games)
+    assert sum(len(game) for game in result.games) + worker.selfplay.moves_in_progress() == 50
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # no GPU for a GPU-less actor
+    # Same seed, actor and incarnation: the same games; a new incarnation: other games.
+    again = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0).play(0, 0, [UniformNetwork(2)], 25)
+    assert [g.history for g in again.games] == [g.history for g in result.games]
+    restarted = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0).play(1, 0, [UniformNetwork(2)], 25)
+    assert [g.history for g in restarted.games] != [g.history for g in result.games]
+
+
+# ----- config and flags through the real command -----
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--set", "actors.min_live_actors=3"],
+     "--set actors.min_live_actors=3: actors.min_live_actors: expected at most actors.num_actors (2), got 3"),
+    (["--set", "actors.num_actors=0"], "--set actors.num_actors=0: actors.num_actors: expected a value >= 1, got 0"),
+    (["--set", "actors.max_restarts=-2"], "--set actors.max_restarts=-2: actors.max_restarts: expected a value >= -1, got -2"),
+    (["--set", "actors.call_timeout_seconds=0"], "--set actors.call_timeout_seconds=0: actors.call_timeout_seconds: expected a value > 0.0, got 0.0"),
+    (["--set", "actors.max_inflight=2"],
+     "--set actors.max_inflight=2: actors.max_inflight: unknown key (did you mean 'max_inflight_per_actor'?)"),
+    (["--ray-address", "127.0.0.1:1"], "--ray-address: only with --backend ray"),
+    # Port 1 on loopback: nothing listens there, so the connection is refused at once.
+    (["--backend", "ray", "--ray-address", "127.0.0.1:1"],
+     "--ray-address 127.0.0.1:1: no Ray cluster answers there (Connection refused); start one with `ray start --head`"),
+])
+def test_bad_actor_settings_exit_2_with_one_line(tmp_path, args, fragment):
+    result = muzero("train", "--config", TINY, "--logdir", str(tmp_path / "run"), *args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert lines == [f"muzero train: error: {fragment}"]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_local_backend_never_imports_ray(tmp_path):
+    probe = (
+        "import sys\n"
+        "from muzero.cli import main, parse_flags\n"
+        f"code = main(parse_flags(['muzero', 'train', '--config', {TINY!r}, '--logdir', {str(tmp_path / 'run')!r},"
+        " '--set', 'train.training_steps=4']))\n"
+        "print(code, 'ray' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=300,
+                            env=_env(), cwd=ROOT)
+    assert result.stdout.split()[-2:] == ["0", "False"], result.stderr[-2000:]
+
+
+# ----- on the cluster -----
+
+
+@pytest.mark.slow
+def test_train_and_resume_through_ray_address(tmp_path, ray_address):
+    run_dir = tmp_path / "run"
+    # Games of at most 10 moves: each call of 5 moves in 2 games ends one every 2 calls or sooner.
+    settings = ["--backend", "ray", "--ray-address", ray_address, "--set", "selfplay.num_envs=2",
+                "--set", "actors.num_actors=2", "--set", "actors.moves_per_call=5", "--set", "replay.window_size=1000",
+                "--set", "game.max_moves=10"]
+    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=20", *settings)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Games reached replay from every actor: both counts are above 0 (20 steps need 40 moves,
+    # 4 calls or more, handed out 2 per actor at a time).
+    match = re.search(r"self-play actors: 0 restarts; games per actor: (\d+) (\d+)\n", result.stderr)
+    assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, result.stderr[-3000:]
+    assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
+    assert _scalars(run_dir, "actors/live")[-1][1] == 2.0 and _scalars(run_dir, "actors/restarts")[-1][1] == 0.0
+    # 2 actors x 2 calls each (actors.max_inflight_per_actor) at most.
+    assert 0 < max(value for _, value in _scalars(run_dir, "actors/inflight")) <= 4
+
+    # Resume on the actors: replay and learner come from the checkpoint, actors start fresh
+    # games; here with the compiled search, so TensorFlow and XLA run inside the actors.
+    result = muzero("train", "--resume", str(run_dir), "--set", "train.training_steps=40",
+                    "--set", "selfplay.search=compiled", *settings)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"resumed from .*ckpt-20 at training step 20", result.stderr)
+    assert (run_dir / "checkpoints" / "ckpt-40.complete").is_file()
+    # The learner trains only as the actors play: 40 steps at steps_per_move 0.5 took 80 moves or more.
+    match = re.search(r"done: 40 training steps, \d+ games, (\d+) moves", result.stderr)
+    assert match and int(match.group(1)) >= 80, result.stderr[-3000:]
+
+
+def _ray_config(training_steps: int = 60, **actors) -> MuZeroConfig:
+    config = _small_config(**actors)
+    return config.replace(train=dataclasses.replace(config.train, training_steps=training_steps),
+                          replay=ReplayConfig(window_size=1000, min_games=2))
+
+
+@pytest.mark.slow
+def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
+    import ray
+
+    from muzero.runner import Trainer
+
+    # 200 steps: a restart takes seconds (a new worker process), training 60 steps less than that.
+    config = _ray_config(training_steps=200, num_actors=2, moves_per_call=5, max_restarts=2)
+    seen: dict = {}
+
+    def kill_at_step_20(batch):
+        trainer = seen["trainer"]
+        if trainer.learner.training_step == 20 and "replay" not in seen:
+            seen["replay"] = list(trainer.replay_buffer.buffer)
+            seen["games_by_actor"] = trainer.actors.games_by_actor
+            ray.kill(trainer.actors.actors[0].handle, no_restart=False)
+        elif "replay" in seen and trainer.actors.restarts == 0:
+            time.sleep(0.05)  # a slower learner until the restarted actor answers: actor 1 alone must not end the run
+        return batch
+
+    trainer = Trainer(config, tmp_path / "run", OBSERVATION_SHAPE, batch_hook=kill_at_step_20, backend="ray",
+                      ray_address=ray_address)
+    seen["trainer"] = trainer
+    result = trainer.run()
+    assert result["training_step"] == 200  # training went on to the end
+    assert result["actor_restarts"] == 1  # one kill, one restart
+    # Every game in replay at the kill is still there (the window of 1000 drops none).
+    kept = {id(game) for game in trainer.replay_buffer.buffer}
+    assert seen["replay"] and all(id(game) in kept for game in seen["replay"])
+    # Both actors, the restarted one included, sent games after the kill.
+    assert all(after > before for before, after in zip(seen["games_by_actor"], result["games_by_actor"]))
+    assert _scalars(tmp_path / "run", "actors/restarts")[-1][1] == 1.0
+
+
+@pytest.mark.slow
+def test_slow_learner_keeps_inflight_work_bounded(tmp_path, ray_address):
+    from muzero.runner import Trainer
+
+    # 2 actors x 2 calls: at most 4 calls out; each call is 5 moves x 2 games = 10 moves.
+    config = _ray_config(num_actors=2, moves_per_call=5, max_inflight_per_actor=2)
+    samples: list[tuple[int, int, int]] = []
+
+    def slow_learner(batch):
+        trainer = seen["trainer"]
+        samples.append((trainer.actors.inflight, trainer.counters["env_steps"], trainer.learner.training_step))
+        time.sleep(0.05)  # a step of ~50 ms: the actors play a call of 10 moves much faster
+        return batch
+
+    seen: dict = {}
+    trainer = Trainer(config, tmp_path / "run", OBSERVATION_SHAPE, batch_hook=slow_learner, backend="ray",
+                      ray_address=ray_address)
+    seen["trainer"] = trainer
+    trainer.run()
+    inflight = np.array([s[0] for s in samples])
+    assert inflight.max() == 4  # the bound was reached (the actors were ahead) and never passed
+    # Games are collected only when the learner has caught up (steps_per_move 0.5: T >= int(0.5 E)),
+    # and then at most the 4 calls out come in: E <= 2 (T + 1) + 40 from then on. (Before the
+    # first catch-up the moves of the warm-up, until replay.min_games, are ahead.)
+    warm_up_moves = samples[0][1]
+    caught_up = [(moves, step) for _, moves, step in samples if step >= int(0.5 * warm_up_moves)]
+    assert len(caught_up) > 20
+    moves_ahead = max(moves - 2 * step for moves, step in caught_up)
+    assert moves_ahead <= 2 + 40, moves_ahead
+
+
+@pytest.mark.slow
+def test_hung_actor_is_replaced_then_the_run_stops_below_min_live(tmp_path, ray_address):
+    run_dir = tmp_path / "run"
+    # One actor whose calls never end in time (a million moves against a 2 s timeout): it is
+    # killed as hung, restarted once (max_restarts 1), killed again, and then 0 < 1 live actor.
+    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--backend", "ray", "--ray-address",
+                    ray_address, "--set", "actors.num_actors=1", "--set", "actors.min_live_actors=1",
+                    "--set", "actors.max_restarts=1", "--set", "actors.moves_per_call=1000000",
+                    "--set", "actors.call_timeout_seconds=2")
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "self-play actor 0 hung (a call ran over actors.call_timeout_seconds=2); restarted" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == ("muzero train: stopped: 0 of 1 self-play actors alive, fewer than actors.min_live_actors=1 "
+                    "(restarts used up: actors.max_restarts=1); final checkpoint "
+                    f"{run_dir / 'checkpoints' / 'ckpt-0'}")
+    assert complete_steps(run_dir / "checkpoints") == [0]
+    assert _scalars(run_dir, "actors/restarts")[-1][1] == 1.0
