@@ -251,7 +251,9 @@ class SelfPlayActors:
         # the new process; its result then shows the new process, and the restart is counted.)
         remote = ray.remote(SelfPlayWorker).options(
             num_cpus=actors_cfg.cpus_per_actor, num_gpus=actors_cfg.gpus_per_actor,
-            max_restarts=actors_cfg.max_restarts, max_task_retries=0)
+            max_restarts=actors_cfg.max_restarts, max_task_retries=0,
+            # Set before the worker process starts: TensorFlow reads it when first imported.
+            runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}})
         self.actors = [_ActorState(remote.remote(self.config, self.observation_shape, i, start_step))
                        for i in range(actors_cfg.num_actors)]
         started = time.time()
