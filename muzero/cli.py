@@ -75,17 +75,7 @@ def prepare_run_dir(logdir: Path) -> None:
 def command_train(args: argparse.Namespace) -> int:
     from muzero.environment import EnvironmentSpecError, check_environment
 
-    if args.ray_address is not None and args.backend != "ray":
-        raise UsageError("--ray-address: only with --backend ray")
-    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise UsageError("--backend ray: Ray is not installed (pip install 'ray>=2.60,<2.61')")
-    if args.ray_address is not None:
-        from muzero.actors import ClusterError, check_address
-
-        try:
-            check_address(args.ray_address)
-        except ClusterError as error:
-            raise UsageError(str(error)) from None
+    _check_backend(args)
     if args.resume is not None:
         if args.logdir is not None:
             raise UsageError("--logdir and --resume: give one (a resumed run stays in its own directory)")
@@ -130,6 +120,21 @@ def command_train(args: argparse.Namespace) -> int:
         logging.info("self-play actors: %d restarts; games per actor: %s", result["actor_restarts"],
                      " ".join(map(str, result["games_by_actor"])))
     return 0
+
+
+def _check_backend(args: argparse.Namespace) -> None:
+    """--backend / --ray-address, checked without importing Ray (or waiting minutes on ray.init)."""
+    if args.ray_address is not None and args.backend != "ray":
+        raise UsageError("--ray-address: only with --backend ray")
+    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise UsageError("--backend ray: Ray is not installed (pip install 'ray>=2.60,<2.61')")
+    if args.ray_address is not None:
+        from muzero.actors import ClusterError, check_address
+
+        try:
+            check_address(args.ray_address)
+        except ClusterError as error:
+            raise UsageError(str(error)) from None
 
 
 def _resume_config(run_dir: Path, args: argparse.Namespace):
