@@ -103,11 +103,14 @@ class Checkpointer:
         Raises:
           CheckpointError: if a network weight is NaN or Inf (nothing is written).
         """
-        bad = [v.path for v in self.network.trainable_variables if not np.isfinite(v.numpy()).all()]
+        variables = self.network.trainable_variables + self.network.non_trainable_variables
+        bad = [v.path for v in variables if not np.isfinite(v.numpy()).all()]
         if bad:
             raise CheckpointError(f"not writing checkpoint at step {step}: non-finite values in {', '.join(bad)}")
         manager = self.manager
-        write_atomically(self.directory / f"state-{step}.pkl", pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        # Pickled straight into the file: replay can be tens of GB (Atari frames).
+        write_atomically(self.directory / f"state-{step}.pkl",
+                         lambda f: pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL))
         manager.save(checkpoint_number=step)
         marker = self.directory / f"ckpt-{step}.complete"
         write_atomically(marker, b"")

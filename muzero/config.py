@@ -175,7 +175,8 @@ class TrainConfig:
     # Not in the pseudocode (its actors and learner run concurrently): in one
     # process, training steps taken per self-play move, kept as a running ratio.
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
-    # Compute in bfloat16 with float32 weights (Keras "mixed_bfloat16"); for GPUs/TPUs.
+    # Resnet: compute in bfloat16 with float32 weights (Keras "mixed_bfloat16"); for GPUs.
+    # Self-play without a GPU searches in float32 whatever this says. The MLP ignores it.
     mixed_precision: bool = False
 
 
@@ -192,8 +193,9 @@ class ReplayConfig:
     sample_by: str = field(default="position", metadata=_range(choices=("position", "game")))
     # Prioritized replay (paper appendix): position i is drawn with probability
     # P(i) = p_i^alpha / sum_j p_j^alpha over the positions in the window, with priority
-    # p_i = |root value - n-step value target| + priority_epsilon, refreshed after each
-    # training step for the sampled positions. 0 (default): no priorities, sampling as
+    # p_i = |root value - n-step value target| + priority_epsilon when the game is saved,
+    # then |the network's value at k = 0 (in training mode) - target| after each training
+    # step for the sampled positions. 0 (default): no priorities, sampling as
     # `sample_by` says; alpha > 0 replaces `sample_by`. The paper uses 1.
     priority_alpha: float = field(default=0.0, metadata=_range(min=0.0))
     # Each sample's loss is scaled by its importance weight (1 / (N * P(i)))^beta, N the

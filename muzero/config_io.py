@@ -248,6 +248,11 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
     if config.network.kind == "resnet" and not (config.selfplay.batched and config.selfplay.search == "compiled"):
         raise fail("network.kind", "the resnet network runs only in the compiled batched search: "
                    "set selfplay.batched: true and selfplay.search: compiled")
+    if config.game.stacked_frames > 1 and config.network.kind != "resnet":
+        raise fail("game.stacked_frames", "stacked frames are images: they need network.kind: resnet")
+    if config.replay.priority_alpha > 0 and config.replay.priority_epsilon == 0:
+        raise fail("replay.priority_epsilon", "expected a value > 0 with replay.priority_alpha > 0 (a position "
+                   "of priority 0 would never be drawn, and the importance weights are unbounded)")
     if config.game.atari is not None and config.network.kind != "resnet":
         raise fail("network.kind", "an Atari game (game.atari) needs network.kind: resnet")
     if config.replay.min_games > config.replay.window_size:

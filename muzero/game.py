@@ -37,6 +37,10 @@ class Game:
         last checkpoint (the replay buffer keeps the live ones); None until then.
     """
 
+    # Class-level defaults: games pickled before these attributes existed still load.
+    stacked_frames = 1
+    priorities: np.ndarray | None = None
+
     def __init__(self, action_space_size: int, discount: float, environment: Environment | None = None,
                  stacked_frames: int = 1):
         self.environment = environment
@@ -53,7 +57,6 @@ class Game:
         # Set when a time limit (or max_moves) cut the game short rather than the game
         # ending: the value of the last observation, to bootstrap from (see make_target).
         self.bootstrap_value: float | None = None
-        self.priorities: np.ndarray | None = None
         if environment is not None:
             self.observations.append(environment.reset())
 

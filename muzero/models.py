@@ -54,6 +54,11 @@ class KerasNetwork(Network):
     def trainable_variables(self) -> list:
         return [v for model in self.models.values() for v in model.trainable_variables]
 
+    @property
+    def non_trainable_variables(self) -> list:
+        """Batch-norm moving averages (resnet); none in the MLP."""
+        return [v for model in self.models.values() for v in model.non_trainable_variables]
+
     def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
         if self.support_size == 0:
             return logits[:, 0]

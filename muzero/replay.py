@@ -298,9 +298,8 @@ class FlatGames:
         self._starts.append(m)
         self._moves_used = m + n
         self._reindex()
-        stored = getattr(game, "priorities", None)  # games pickled before priorities existed have none
-        if stored is not None and len(stored) == n:
-            self.priorities[m:m + n] = stored
+        if game.priorities is not None and len(game.priorities) == n:
+            self.priorities[m:m + n] = game.priorities
         else:
             position = np.arange(n)
             target = n_step_values(self, np.full(n, len(self._games) - 1), position, self.td_steps, self.discount)

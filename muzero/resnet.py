@@ -119,15 +119,13 @@ class ResNetwork(KerasNetwork):
         self.steps = 0
 
     def scale_image(self, observation) -> tf.Tensor:
-        """uint8 frames / 255 and action planes / A, as float32; [B, H, W, C] -> same."""
+        """Frames / 255 when they are uint8, action planes / A; float32 [B, H, W, C] -> same."""
         x = tf.cast(tf.convert_to_tensor(observation), tf.float32)
-        if self.observation_spec.dtype != tf.uint8:
-            return x
-        if self.stacked_frames == 1:
-            return x / 255.0
-        frames = x[..., :-self.stacked_frames] / 255.0
-        actions = x[..., -self.stacked_frames:] / float(self.action_space_size)
-        return tf.concat([frames, actions], axis=-1)
+        n = self.stacked_frames
+        frames, actions = (x[..., :-n], x[..., -n:]) if n > 1 else (x, None)
+        if self.observation_spec.dtype == tf.uint8:
+            frames = frames / 255.0
+        return frames if actions is None else tf.concat([frames, actions / float(self.action_space_size)], axis=-1)
 
     def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
         state = scale_hidden_state_planes(self.representation(self.scale_image(observation),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
@@ -37,11 +39,18 @@ def checkpoint_files_present(directory: Path, step: int) -> bool:
             and any(directory.glob(f"ckpt-{step}.data-*")))
 
 
-def write_atomically(path: Path, data: bytes | str) -> None:
-    """Writes `data` to `path` all or nothing: a temporary file, fsync'ed, then renamed over it."""
+def write_atomically(path: Path, data: bytes | str | Callable[[BinaryIO], None]) -> None:
+    """Writes `data` to `path` all or nothing: a temporary file, fsync'ed, then renamed over it.
+
+    Args:
+      data: the contents, or a function that writes them to the open binary file.
+    """
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
+        if callable(data):
+            data(f)
+        else:
+            f.write(data.encode() if isinstance(data, str) else data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -129,7 +129,10 @@ class Trainer:
         self.rng = np.random.default_rng(seed)
         self.eval_rng = np.random.default_rng([seed, 1])
         batched = config.selfplay.batched
-        self.environments = make_environments(config, config.selfplay.num_envs if batched else 1, seed)
+        # Self-play environments and searcher here only for the local back end (the actors hold their own).
+        local_selfplay = self.actors is None
+        self.environments = make_environments(config, (config.selfplay.num_envs if batched else 1)
+                                              if local_selfplay else 0, seed)
         self.eval_environments = make_environments(config, config.run.eval_episodes if batched else 1, seed + 1)
         self.network = make_network(config, observation_shape)
         self.learner = Learner(config, self.network)
@@ -139,9 +142,11 @@ class Trainer:
         if batched and config.selfplay.search == "compiled":
             from muzero.selfplay import CompiledSelfPlaySearch
 
-            self.searcher = CompiledSelfPlaySearch(config, observation_shape, config.selfplay.num_envs)
+            if local_selfplay:
+                self.searcher = CompiledSelfPlaySearch(config, observation_shape, config.selfplay.num_envs)
             self.eval_searcher = CompiledSelfPlaySearch(config, observation_shape, config.run.eval_episodes)
-        self.selfplay = BatchedSelfPlay(config, self.environments, self.searcher) if batched else None
+        self.selfplay = BatchedSelfPlay(config, self.environments, self.searcher) if batched and local_selfplay \
+            else None
         self.actor_network: Network | None = None
         self.selfplay_moves, self.selfplay_seconds, self.selfplay_steps = 0, 0.0, 0
         self.checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, self.network, self.learner.optimizer,
@@ -197,10 +202,14 @@ class Trainer:
         self.eval_rng.bit_generator.state = state["eval_rng"]
         random.setstate(state["python_random"])
         np.random.set_state(state["numpy_global"])
-        self.environments, self.eval_environments = state["environments"]
-        if self.selfplay is not None:
-            self.selfplay.environments = self.environments
-            self.selfplay.games = state["games_in_progress"]
+        environments, self.eval_environments = state["environments"]
+        # The games in progress continue where they were, unless the actors play (they start
+        # fresh games) or the checkpoint has none for these environments (written by the Ray back end).
+        if self.actors is None and len(environments) == len(self.environments):
+            self.environments = environments
+            if self.selfplay is not None:
+                self.selfplay.environments = self.environments
+                self.selfplay.games = state["games_in_progress"]
         self.replay_buffer.load_state_dict(state["replay"])
         self.counters.update(state["counters"])
         self.network.steps = self.learner.training_step
@@ -279,6 +288,8 @@ class Trainer:
                 self._on_nonfinite(metrics)
                 continue
             self.replay_buffer.update_priorities(priority(initial_value, batch.target_value[:, 0]))
+            if batch.importance_weight is not None:  # the largest weight shows how uneven sampling is
+                metrics["replay/importance_weight_max"] = float(batch.importance_weight.max())
             self.consecutive_nonfinite = 0
             self.last_metrics = metrics
             step = self.learner.training_step

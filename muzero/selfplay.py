@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -172,6 +173,9 @@ class CompiledSelfPlaySearch:
         from muzero.compiled_search import CompiledSearch
         from muzero.models import make_network
 
+        if config.train.mixed_precision and not tf.config.list_physical_devices("GPU"):
+            # bfloat16 is emulated, slowly, on CPUs: search in float32 (the weights are float32 either way).
+            config = config.replace(train=dataclasses.replace(config.train, mixed_precision=False))
         self.keras_network = make_network(config, observation_shape)
         self.batch_size = batch_size
         self._source: Network | None = None

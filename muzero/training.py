@@ -142,11 +142,14 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: KerasNetwork,
 
     Returns:
       {"loss/<part>": scalar, ...}, "train/finite" (1.0 when the update was applied,
-      0.0 when skipped: weights, momentum and step counter unchanged), the `grad/...`
+      0.0 when skipped: weights, batch-norm averages, momentum and step counter unchanged), the `grad/...`
       norms when asked, and "initial_value": [B] the value predicted at k = 0 (before
       the update), from which the host computes new replay priorities.
     """
     variables = network.trainable_variables
+    # The forward pass in training mode moves batch-norm averages; a skipped update puts them back.
+    averages = network.non_trainable_variables
+    saved_averages = [tf.identity(v) for v in averages]
     with tf.GradientTape() as tape:
         total, metrics, hidden_states = muzero_loss(network, batch, weight_decay)
     initial_value = metrics.pop("initial_value")
@@ -161,7 +164,12 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: KerasNetwork,
         return tf.constant(1.0)
 
     out = {f"loss/{name}": value for name, value in metrics.items()}
-    out["train/finite"] = tf.cond(finite, apply, lambda: tf.constant(0.0))
+    def skip() -> tf.Tensor:
+        for average, saved in zip(averages, saved_averages):
+            average.assign(saved)
+        return tf.constant(0.0)
+
+    out["train/finite"] = tf.cond(finite, apply, skip)
     if gradient_norms:
         out.update(gradient_norm_metrics(network, gradients, state_gradients))
     out["initial_value"] = initial_value

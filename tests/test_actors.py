@@ -197,6 +197,13 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
     match = re.search(r"done: 40 training steps, \d+ games, (\d+) moves", result.stderr)
     assert match and int(match.group(1)) >= 80, result.stderr[-3000:]
 
+    # And on in this process (--backend local): the checkpoint has no local games in
+    # progress, so local self-play starts fresh games in fresh environments.
+    result = muzero("train", "--resume", str(run_dir), "--set", "train.training_steps=50", "--set",
+                    "selfplay.num_envs=2", "--set", "game.max_moves=10")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run_dir / "checkpoints" / "ckpt-50.complete").is_file()
+
 
 @pytest.mark.slow
 def test_atari_on_actors(tmp_path, ray_address):

@@ -89,7 +89,8 @@ def test_bad_environment_and_run_directories(tmp_path):
     _assert_usage_error(result, "game.id", "NoSuchGame-v0")
     result = muzero("train", "--config", TINY, "--set", "game.action_space_size=3", "--logdir", str(tmp_path / "r"))
     _assert_usage_error(result, "CartPole-v1 has 2 actions, but game.action_space_size is 3")
-    result = muzero("train", "--config", TINY, "--set", "game.stacked_frames=4", "--logdir", str(tmp_path / "r"))
+    result = muzero("train", "--config", TINY, "--set", "game.stacked_frames=4", "--set", "network.kind=resnet",
+                    "--set", "selfplay.batched=true", "--set", "selfplay.search=compiled", "--logdir", str(tmp_path / "r"))
     _assert_usage_error(result, "game.stacked_frames: stacking frames needs image observations", "shape (4,)")
     atari = str(ROOT / "configs" / "atari" / "tiny.yaml")
     result = muzero("train", "--config", atari, "--set", "game.action_space_size=6", "--logdir", str(tmp_path / "r"))

@@ -55,7 +55,10 @@ def test_atari_configs_hold_the_papers_constants(name):
 def test_resnet_needs_the_compiled_batched_search_and_atari_needs_the_resnet():
     atari = ROOT / "configs" / "atari" / "tiny.yaml"
     assert "selfplay.batched: true and selfplay.search: compiled" in _error(atari, ["selfplay.search=numpy"])
-    assert "needs network.kind: resnet" in _error(atari, ["network.kind=mlp"])
+    assert "game.stacked_frames: stacked frames are images: they need network.kind: resnet" in _error(
+        atari, ["network.kind=mlp"])
+    assert "an Atari game (game.atari) needs network.kind: resnet" in _error(
+        atari, ["network.kind=mlp", "game.stacked_frames=1"])
 
 
 def test_defaults_are_the_pseudocodes():
@@ -72,8 +75,13 @@ def test_prioritized_replay_off_by_default_paper_values_accepted():
     replay = MuZeroConfig().replay
     # alpha 0: today's uniform sampling; beta 1 as the paper; epsilon small and positive.
     assert replay.priority_alpha == 0.0 and replay.priority_beta == 1.0 and 0.0 < replay.priority_epsilon < 0.01
-    config = load_config(None, ["replay.priority_alpha=1", "replay.priority_beta=1", "replay.priority_epsilon=0"])
-    assert (config.replay.priority_alpha, config.replay.priority_beta, config.replay.priority_epsilon) == (1.0, 1.0, 0.0)
+    config = load_config(None, ["replay.priority_alpha=1", "replay.priority_beta=1", "replay.priority_epsilon=0.01"])
+    assert (config.replay.priority_alpha, config.replay.priority_beta, config.replay.priority_epsilon) == (1.0, 1.0, 0.01)
+    # Epsilon 0 is refused with priorities on (a priority-0 position has P = 0 and, drawn by
+    # rounding, an infinite weight), and accepted with them off.
+    assert "replay.priority_epsilon: expected a value > 0 with replay.priority_alpha > 0" in _error(
+        None, ["replay.priority_alpha=1", "replay.priority_epsilon=0"])
+    assert load_config(None, ["replay.priority_epsilon=0"]).replay.priority_epsilon == 0.0
 
 
 def test_values_and_overrides(tmp_path):

@@ -92,3 +92,33 @@ def test_mixed_precision_computes_in_bfloat16_and_returns_float32():
     output = network.initial_inference(_images(2))
     assert output.value_logits.dtype == tf.float32 and output.hidden_state.dtype == tf.float32
     assert np.isfinite(output.value.numpy()).all()
+
+
+def test_a_skipped_update_leaves_batch_norm_averages_unchanged():
+    from muzero.replay import Batch
+    from muzero.training import Learner
+
+    config = _config(planes=8, blocks=1)
+    config = config.replace(train=TrainConfig(batch_size=2, num_unroll_steps=2))
+    network = make_network(config, (96, 96, 3))
+    learner = Learner(config, network)
+    rng = np.random.default_rng(0)
+
+    def batch(policy: float) -> Batch:
+        return Batch(observation=_images(2), actions=rng.integers(18, size=(2, 2)).astype(np.int32),
+                     target_value=np.ones((2, 3), np.float32), target_reward=np.zeros((2, 3), np.float32),
+                     target_policy=np.full((2, 3, 18), policy, np.float32), policy_mask=np.ones((2, 3), np.float32))
+
+    def averages():
+        return [v.numpy().copy() for v in network.non_trainable_variables]
+
+    assert network.non_trainable_variables  # moving means and variances of the batch norms
+    before = averages()
+    assert learner.train_step(batch(1 / 18))["train/finite"] == 1.0
+    moved = averages()
+    # A training-mode forward pass moves the averages (momentum 0.99 toward the batch statistics).
+    assert any(not np.array_equal(a, b) for a, b in zip(before, moved))
+    # A NaN policy target makes the loss NaN: the update is skipped and the averages are put back.
+    assert learner.train_step(batch(np.nan))["train/finite"] == 0.0
+    for a, b in zip(moved, averages()):
+        np.testing.assert_array_equal(a, b)
