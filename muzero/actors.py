@@ -327,7 +327,10 @@ class SelfPlayActors:
                             call.actor_index)
             return []
         except ray.exceptions.ActorUnavailableError:
-            return []  # unreachable for a moment; a real restart shows as a new process
+            # Unreachable for a moment (a real restart shows as a new process). The call's
+            # result is this error: games that ended in it, if it ran, are not recoverable.
+            logging.warning("self-play actor %d was unreachable; the games of one call may be lost", call.actor_index)
+            return []
         except ray.exceptions.RayActorError as error:
             self._on_death(call, f"died ({_first_line(error)})", kill=False)
             return []

@@ -1,5 +1,8 @@
 """Keras networks the learner trains: representation h, dynamics g, prediction f.
 
+`KerasNetwork` holds what every family shares; `make_network` builds the one the
+config names (`network.kind`): the MLP below, or the resnet (`muzero.resnet`, Atari).
+
 MLP family for vector observations (CartPole):
 
 * representation: observation -> hidden layers -> "state" [H], min-max scaled.

@@ -2,7 +2,7 @@
 
 Everything that searches (`run_mcts`, `play_game`) sees a network only through
 `initial_inference(observation)` and `recurrent_inference(hidden_state, action)`,
-both on batches, as in the pseudocode. Three implementations exist:
+both on batches, as in the pseudocode. The implementations:
 
 * `UniformNetwork` (here): uniform policy, value 0, reward 0; what
   `SharedStorage.latest_network()` returns before any network was saved.
@@ -10,9 +10,12 @@ both on batches, as in the pseudocode. Three implementations exist:
   TensorFlow call costs ~300 us whatever its size, a numpy forward pass of a
   CartPole-size MLP ~20 us, and the reference search calls the network once per
   simulation, so self-play uses this mirror (tested equal to the Keras network).
-* `MLPNetwork` (`muzero.models`): the Keras networks the learner trains.
+* `MLPNetwork` (`muzero.models`) and `ResNetwork` (`muzero.resnet`, Atari): the Keras
+  networks the learner trains.
+* `PublishedWeights` (here): a published resnet's weights, which only
+  `CompiledSelfPlaySearch` runs (a resnet is too slow in numpy).
 
-Hidden states are min-max scaled to [0, 1] per sample (paper appendix), in both.
+Hidden states are min-max scaled to [0, 1] per sample (paper appendix), in all of them.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ class NetworkOutput(NamedTuple):
       reward: [B] scalar rewards predicted for the transition into this state (0 at
         the root, which has no incoming transition).
       policy_logits: [B, num_actions].
-      hidden_state: [B, hidden_state_size], each row scaled to [0, 1].
+      hidden_state: [B, *hidden_shape] ([B, H] for the MLP, [B, 6, 6, P] for the resnet),
+        each sample scaled to [0, 1].
       value_logits: [B, 2n + 1] (categorical support) or [B] (scalar); training only.
       reward_logits: like value_logits.
     """
@@ -66,7 +70,7 @@ class Network:
         raise NotImplementedError
 
     def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
-        """dynamics + prediction: hidden_state [B, H], action [B] int -> NetworkOutput."""
+        """dynamics + prediction: hidden_state [B, *hidden_shape], action [B] int -> NetworkOutput."""
         raise NotImplementedError
 
     def training_steps(self) -> int:

@@ -15,7 +15,8 @@ class Batch(NamedTuple):
     """A training batch as numpy arrays (B = batch size, K = num_unroll_steps, A = actions).
 
     Attributes:
-      observation: [B, *observation_shape], make_image(i).
+      observation: [B, *image_shape], make_image(i): float32, or uint8 for Atari frames
+        (the network scales them).
       actions: [B, K] int32, history[i:i+K]; past the end of a game, random actions.
       target_value: [B, K+1] n-step value targets (0 on absorbing states).
       target_reward: [B, K+1] reward of the transition into each state (0 at k=0).

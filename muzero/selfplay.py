@@ -24,7 +24,8 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
 
     Args:
       config: search constants, max_moves, discount.
-      network: anything with initial_inference / recurrent_inference.
+      network: anything with initial_inference / recurrent_inference (not a resnet's
+        `PublishedWeights`: those run in the batched compiled search only).
       environment: reset at the start of the game.
       rng: for exploration noise and action sampling.
       greedy: evaluation mode: no exploration noise, temperature 0.

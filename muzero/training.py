@@ -81,7 +81,7 @@ def muzero_loss(network: KerasNetwork, batch: Batch, weight_decay: float, hidden
       sample's times its importance weight when the batch has them, + weight decay;
       metrics: "total", "l2", "value", "reward", "policy", "step_k" (scalars; the parts
       unweighted) and "initial_value" ([B] value predicted at k = 0, for new priorities);
-      hidden_states: the K + 1 states [B, H] predicted at each unroll step, before
+      hidden_states: the K + 1 states [B, *hidden_shape] predicted at each unroll step, before
       their gradient is scaled (for gradient-norm summaries).
     """
     observation, actions, target_value, target_reward, target_policy, policy_mask, importance_weight = batch
