@@ -204,6 +204,10 @@ class ReplayConfig:
     # Added to every priority, so that a position whose value is predicted exactly
     # (|v - z| = 0) can still be drawn; it also bounds the largest importance weight.
     priority_epsilon: float = field(default=1e-3, metadata=_range(min=0.0))
+    # Divide each batch's importance weights by their largest (Schaul et al. 2016; most
+    # implementations do): every weight <= 1, steps never amplified by a rarely drawn
+    # position. false: the appendix's (1 / (N * P(i)))^beta as written.
+    normalize_importance_weights: bool = False
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class ReplayBuffer:
         self.priority_alpha = config.replay.priority_alpha
         self.priority_beta = config.replay.priority_beta
         self.priority_epsilon = config.replay.priority_epsilon
+        self.normalize_importance_weights = config.replay.normalize_importance_weights
         self._flat: FlatGames | None = None
         # Flat rows of the positions in the last batch, and the FlatGames layout they
         # belong to: `update_priorities` writes there (Batch stays free of bookkeeping).
@@ -159,13 +160,16 @@ class ReplayBuffer:
 
         Returns:
           (game_index, positions, importance_weight): [B] int64, [B] int64, [B] float32
-          (1 / (N * P(i)))^beta, not max-normalised.
+          (1 / (N * P(i)))^beta, divided by the batch's largest with
+          `replay.normalize_importance_weights`.
         """
         probability, game_index, positions = self.priority_probabilities()
         cumulative = np.cumsum(probability)
         draws = np.searchsorted(cumulative, self.rng.random(self.batch_size) * cumulative[-1], side="right")
         draws = np.minimum(draws, len(probability) - 1)  # u * total rounded up to the total
         importance_weight = (1.0 / (len(probability) * probability[draws])) ** self.priority_beta
+        if self.normalize_importance_weights:
+            importance_weight = importance_weight / importance_weight.max()
         return game_index[draws], positions[draws], importance_weight.astype(np.float32)
 
     def update_priorities(self, priorities: np.ndarray) -> None:

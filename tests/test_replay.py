@@ -139,11 +139,11 @@ def test_incremental_flat_copy_matches_a_fresh_one_through_evictions():
 
 
 def _prioritized_buffer(alpha: float, beta: float = 1.0, epsilon: float = 1.0, batch_size: int = 8,
-                        seed: int = 0) -> ReplayBuffer:
+                        seed: int = 0, normalize: bool = False) -> ReplayBuffer:
     """Two games with chosen priorities: game A (2 moves) [0, 3], game B (3 moves) [8, 0, 15]."""
     config = MuZeroConfig(game=GameConfig(discount=1.0), train=TrainConfig(batch_size=batch_size),
                           replay=ReplayConfig(window_size=10, priority_alpha=alpha, priority_beta=beta,
-                                              priority_epsilon=epsilon))
+                                              priority_epsilon=epsilon, normalize_importance_weights=normalize))
     buffer = ReplayBuffer(config, np.random.default_rng(seed))
     game_a, game_b = _game(2), _game(3, start=100.0)  # observation[0] = start + position
     game_a.priorities, game_b.priorities = np.array([0.0, 3.0]), np.array([8.0, 0.0, 15.0])
@@ -182,6 +182,16 @@ def test_importance_weights_by_hand(beta):
     np.testing.assert_allclose(batch.importance_weight, HAND_W[drawn] ** beta, rtol=1e-6)
     # Under P the beta = 1 weights average to 1: sum_i P(i) / (N P(i)) = 1.
     assert np.sum(HAND_P * HAND_W) == pytest.approx(1.0)
+
+
+def test_normalized_importance_weights_by_hand():
+    buffer = _prioritized_buffer(alpha=0.5, batch_size=200, normalize=True)
+    batch = buffer.sample_batch(num_unroll_steps=2, td_steps=1)
+    which = {0.0: 0, 1.0: 1, 100.0: 2, 101.0: 3, 102.0: 4}
+    drawn = np.array([which[float(x)] for x in batch.observation[:, 0]])
+    # All 5 positions drawn, so the batch's largest weight is HAND_W's, 11/5 (positions 0 and 3):
+    # the weights become HAND_W / (11/5) = [1, 1/2, 1/3, 1, 1/4].
+    np.testing.assert_allclose(batch.importance_weight, np.array([1, 1 / 2, 1 / 3, 1, 1 / 4])[drawn], rtol=1e-6)
 
 
 def test_prioritized_sampling_frequencies_match_probabilities():
