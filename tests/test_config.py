@@ -50,6 +50,7 @@ def test_atari_configs_hold_the_papers_constants(name):
     assert config.game.atari.screen_size == 96 and config.network.support_size == 300
     assert (config.network.kind, config.network.blocks, config.network.planes) == ("resnet", 16, 256)
     assert (config.replay.priority_alpha, config.replay.priority_beta) == (1.0, 1.0)  # prioritized replay
+    assert config.replay.normalize_importance_weights  # the commented deviation
 
 
 def test_resnet_needs_the_compiled_batched_search_and_atari_needs_the_resnet():
