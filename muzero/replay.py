@@ -172,6 +172,11 @@ class ReplayBuffer:
             importance_weight = importance_weight / importance_weight.max()
         return game_index[draws], positions[draws], importance_weight.astype(np.float32)
 
+    def refresh_priorities(self, batch: Batch, initial_value: np.ndarray) -> None:
+        """After a training step on `batch`: priority |v - z| of its positions, v the value the
+        network predicted at k = 0 ([B]), z the batch's scalar n-step value target."""
+        self.update_priorities(priority(initial_value, batch.target_value[:, 0]))
+
     def update_priorities(self, priorities: np.ndarray) -> None:
         """Sets the priorities of the positions of the last batch (after a training step).
 

@@ -37,7 +37,7 @@ from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_yaml
 from muzero.environment import Environment, make_environment
 from muzero.network import Network
-from muzero.replay import Batch, ReplayBuffer, priority
+from muzero.replay import Batch, ReplayBuffer
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
 from muzero.selfplay import BatchedSelfPlay, play_game, play_games_batched
 from muzero.storage import SharedStorage
@@ -287,7 +287,7 @@ class Trainer:
             if not metrics.pop("train/finite"):
                 self._on_nonfinite(metrics)
                 continue
-            self.replay_buffer.update_priorities(priority(initial_value, batch.target_value[:, 0]))
+            self.replay_buffer.refresh_priorities(batch, initial_value)
             if batch.importance_weight is not None:  # the largest weight shows how uneven sampling is
                 metrics["replay/importance_weight_max"] = float(batch.importance_weight.max())
             self.consecutive_nonfinite = 0

@@ -24,7 +24,7 @@ import tensorflow as tf
 from muzero.config import MuZeroConfig
 from muzero.gradient_scaling import scale_gradient
 from muzero.models import KerasNetwork
-from muzero.replay import Batch, ReplayBuffer, priority
+from muzero.replay import Batch, ReplayBuffer
 from muzero.support import scalar_to_support
 
 if TYPE_CHECKING:
@@ -274,7 +274,7 @@ def train_network(config: MuZeroConfig, learner: Learner, replay_buffer: ReplayB
         metrics = learner.train_step(batch)
         initial_value = metrics.pop("initial_value")
         if metrics["train/finite"]:
-            replay_buffer.update_priorities(priority(initial_value, batch.target_value[:, 0]))
+            replay_buffer.refresh_priorities(batch, initial_value)
     if storage is not None:
         storage.save_network(learner.training_step, learner.network)
     return metrics
