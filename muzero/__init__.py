@@ -11,9 +11,9 @@ import importlib
 
 from muzero.config import KnownBounds, MuZeroConfig
 from muzero.game import Game
-from muzero.network import Network, NetworkOutput, UniformNetwork, make_uniform_network
+from muzero.networks.base import Network, NetworkOutput, UniformNetwork, make_uniform_network
 from muzero.replay import Batch, ReplayBuffer
-from muzero.search import (
+from muzero.search.reference import (
     ActionHistory,
     MinMaxStats,
     Node,
@@ -35,7 +35,11 @@ _LAZY = {
     "update_weights": "muzero.training",
     "train_network": "muzero.training",
     "Learner": "muzero.training",
-    "MLPNetwork": "muzero.models",
+    "MLPNetwork": "muzero.networks.mlp",
+    "ResNetwork": "muzero.networks.resnet",
+    "make_network": "muzero.networks",
+    "run_batched_mcts": "muzero.search.batched",
+    "make_searcher": "muzero.search",
 }
 
 __all__ = [

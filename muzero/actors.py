@@ -41,9 +41,12 @@ import numpy as np
 from absl import logging
 
 from muzero.config import MuZeroConfig
+from muzero.envs import EnvironmentSpec, make_environments
 from muzero.game import Game
-from muzero.network import Network
-from muzero.selfplay import BatchedSelfPlay
+from muzero.networks.base import Network
+from muzero.search import Searcher, make_searcher
+from muzero.selfplay import BatchedSelfPlay, SelfPlaySource, SelfPlayStopped
+from muzero.storage import SharedStorage
 
 # Longest single wait: stop signals and hung calls are noticed at least this often.
 WAIT_SLICE_SECONDS = 1.0
@@ -84,18 +87,6 @@ def actor_seeds(seed: int, actor_index: int, incarnation: int, start_step: int) 
     return int(environments.generate_state(1)[0]), np.random.default_rng(search)
 
 
-def make_actor_searcher(config: MuZeroConfig, observation_shape: tuple[int, ...], batch_size: int) -> Callable | None:
-    """What an actor searches with: the one place actors build networks or searchers.
-
-    None is `BatchedSelfPlay`'s numpy search on the published numpy network.
-    """
-    if config.selfplay.search == "compiled":
-        from muzero.selfplay import CompiledSelfPlaySearch
-
-        return CompiledSelfPlaySearch(config, observation_shape, batch_size)
-    return None
-
-
 def limit_actor_resources(config: MuZeroConfig, threads: int) -> None:
     """Before TensorFlow does any work in an actor: small thread pools, and no GPU
     unless the actor was given one (TensorFlow would otherwise map all GPU memory)."""
@@ -123,18 +114,19 @@ class SelfPlayWorker:
 
     Args:
       config: validated configuration.
-      observation_shape: the environment's observation shape, for the searcher's network.
+      spec: the game's observation shape and dtype and player count, for the searcher.
       actor_index: 0..num_actors - 1.
       start_step: training step the run started (or resumed) at; part of the seeds.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], actor_index: int, start_step: int):
+    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, actor_index: int, start_step: int):
         limit_actor_resources(config, max(1, int(config.actors.cpus_per_actor)))
         self.config = config
         self.actor_index = actor_index
         self.start_step = start_step
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.searcher = make_actor_searcher(config, observation_shape, config.selfplay.num_envs)
+        self.searcher: Searcher = make_searcher(config, config.selfplay.num_envs, spec.observation_shape,
+                                                spec.observation_dtype, spec.num_players)
         self.incarnation = -1
         self.selfplay: BatchedSelfPlay | None = None
         self.rng: np.random.Generator | None = None
@@ -142,10 +134,8 @@ class SelfPlayWorker:
         self.weights_step = -1
 
     def _start_games(self, incarnation: int) -> None:
-        from muzero.runner import make_environments  # the runner's environments, seeded per actor
-
         seed, self.rng = actor_seeds(self.config.run.seed, self.actor_index, incarnation, self.start_step)
-        environments = make_environments(self.config, self.config.selfplay.num_envs, seed)
+        environments = make_environments(self.config.game, self.config.selfplay.num_envs, seed)
         self.selfplay = BatchedSelfPlay(self.config, environments, self.searcher)
         self.incarnation = incarnation
 
@@ -173,13 +163,7 @@ class SelfPlayWorker:
 
                 network = ray.get(network)
             self.network, self.weights_step = network, weights_step
-        games: list[Game] = []
-        played = 0
-        for _ in range(moves):
-            before = self.selfplay.moves_in_progress()
-            finished = [game for _, game in self.selfplay.step(self.network, self.rng)]
-            played += self.selfplay.moves_in_progress() + sum(len(game) for game in finished) - before
-            games.extend(finished)
+        games, played = self.selfplay.play(self.network, self.rng, moves)
         return PlayResult(self.actor_index, incarnation, self.process, games, played, self.weights_step)
 
 
@@ -209,14 +193,14 @@ class SelfPlayActors:
 
     Args:
       config: validated configuration (`actors` section).
-      observation_shape: the environment's observation shape.
+      spec: what the game is (observation shape and dtype, players).
       address: a Ray cluster to join (`ray start --head` prints it); None starts a
         local one sized for the actors.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], address: str | None = None):
+    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, address: str | None = None):
         self.config = config
-        self.observation_shape = tuple(observation_shape)
+        self.spec = spec
         self.address = address
         self.actors: list[_ActorState] = []
         self.weights_step = -1
@@ -254,7 +238,7 @@ class SelfPlayActors:
             max_restarts=actors_cfg.max_restarts, max_task_retries=0,
             # Set before the worker process starts: TensorFlow reads it when first imported.
             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}})
-        self.actors = [_ActorState(remote.remote(self.config, self.observation_shape, i, start_step))
+        self.actors = [_ActorState(remote.remote(self.config, self.spec, i, start_step))
                        for i in range(actors_cfg.num_actors)]
         started = time.time()
         pending = {actor.handle.ready.remote(): actor for actor in self.actors}
@@ -417,6 +401,49 @@ class SelfPlayActors:
         except Exception as error:  # noqa: BLE001 - the cluster may be gone already (Ctrl-C)
             logging.warning("stopping the self-play actors: %s", _first_line(error))
         ray.shutdown()
+
+
+class RaySelfPlay(SelfPlaySource):
+    """The Ray back end as the run's self-play source: the learner has caught up; wait for
+    finished calls, hand their games to replay, and refill the actors' call slots so they
+    play while the learner trains.
+
+    Backpressure: calls are only handed out here, so the actors run at most
+    `actors.max_inflight_per_actor` calls ahead of a learner slower than them. Games in
+    progress inside the actors are not checkpointed: after a resume the actors start new ones.
+    """
+
+    concurrent = True
+
+    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, address: str | None = None):
+        self.config = config
+        self.actors = SelfPlayActors(config, spec, address)
+
+    def play(self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool],
+             start_step: int) -> tuple[list[Game], int]:
+        actors, actors_cfg = self.actors, self.config.actors
+        if not actors.actors:
+            actors.start(start_step, should_stop=should_stop)
+        actors.publish(storage.latest_step(), storage.latest_network())
+        actors.submit()
+        results = actors.collect(should_stop=should_stop)
+        actors.submit()
+        if actors.live < actors_cfg.min_live_actors:
+            raise SelfPlayStopped(f"{actors.live} of {actors_cfg.num_actors} self-play actors alive, fewer than "
+                                  f"actors.min_live_actors={actors_cfg.min_live_actors} (restarts used up: "
+                                  f"actors.max_restarts={actors_cfg.max_restarts})")
+        return [game for result in results for game in result.games], sum(result.moves for result in results)
+
+    def metrics(self) -> dict[str, float]:
+        return {"actors/restarts": self.actors.restarts, "actors/live": self.actors.live,
+                "actors/inflight": self.actors.inflight}
+
+    def progress(self) -> str:
+        return (f" | actors {self.actors.live} live, {self.actors.restarts} restarts, "
+                f"{self.actors.inflight} calls in flight")
+
+    def close(self) -> None:
+        self.actors.close()
 
 
 def connect(config: MuZeroConfig, address: str | None) -> None:

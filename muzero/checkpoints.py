@@ -27,12 +27,34 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from muzero.models import KerasNetwork
+from muzero.networks.keras import KerasNetwork
 from muzero.run_dir import complete_steps, write_atomically
 
 
 class CheckpointError(RuntimeError):
     """No usable checkpoint, or one that cannot be written."""
+
+
+# Classes that moved since checkpoints were first written: (old module, old name) -> new place.
+# Pickled environments name the class they were made from; these keep old checkpoints resuming.
+MOVED_CLASSES = {
+    ("muzero.environment", "Environment"): ("muzero.envs.gym", "GymEnvironment"),
+    ("muzero.atari", "AtariEnvironment"): ("muzero.envs.atari", "AtariEnvironment"),
+    ("muzero.config", "AtariConfig"): ("muzero.envs.atari", "AtariSettings"),
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    """`pickle.Unpickler` that finds moved classes at their new place (`MOVED_CLASSES`)."""
+
+    def find_class(self, module: str, name: str):
+        module, name = MOVED_CLASSES.get((module, name), (module, name))
+        return super().find_class(module, name)
+
+
+def load_pickle(file) -> object:
+    """`pickle.load` for checkpoint files, old ones included."""
+    return _Unpickler(file).load()
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -141,7 +163,8 @@ class Checkpointer:
             prefix = self.directory / f"ckpt-{step}"
             state_path = self.directory / f"state-{step}.pkl"
             try:
-                state = pickle.loads(state_path.read_bytes())
+                with open(state_path, "rb") as f:
+                    state = load_pickle(f)
             except Exception as error:  # noqa: BLE001 - any unpickling failure means a bad file
                 logging.warning("%s is corrupted (%s); trying the previous checkpoint", state_path,
                                 type(error).__name__)

@@ -73,7 +73,7 @@ def prepare_run_dir(logdir: Path) -> None:
 
 
 def command_train(args: argparse.Namespace) -> int:
-    from muzero.environment import EnvironmentSpecError, check_environment
+    from muzero.envs import EnvironmentSpecError, check_environment
 
     _check_backend(args)
     if args.resume is not None:
@@ -88,7 +88,7 @@ def command_train(args: argparse.Namespace) -> int:
         logdir = Path(args.logdir) if args.logdir else \
             Path("runs") / f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        observation_shape = check_environment(config)
+        spec = check_environment(config.game)
     except EnvironmentSpecError as error:
         raise UsageError(f"{where}: {error.key}: {error}") from None
     if args.resume is None:
@@ -102,7 +102,7 @@ def command_train(args: argparse.Namespace) -> int:
 
     logging.info("run directory %s; watch it with: tensorboard --logdir %s", logdir, logdir.parent)
     try:
-        result = train(config, logdir, observation_shape, resume=args.resume is not None, backend=args.backend,
+        result = train(config, logdir, spec, resume=args.resume is not None, backend=args.backend,
                        ray_address=args.ray_address)
     except (CheckpointError, ClusterError) as error:
         raise UsageError(str(error)) from None
@@ -144,7 +144,8 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
     are allowed and printed as a diff against the saved config.
     """
     from muzero.config_io import config_to_dict
-    from muzero.network import variable_shapes
+    from muzero.networks.base import image_shape
+    from muzero.networks.numpy_mlp import variable_shapes
 
     if not (run_dir / CONFIG_FILE).is_file():
         raise UsageError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
@@ -154,10 +155,9 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
     config = load_config(args.config or run_dir / CONFIG_FILE, args.set)
 
     def shapes(c):
-        from muzero.environment import check_environment
-        from muzero.game import image_shape
+        from muzero.envs import check_environment
 
-        observation_shape = check_environment(c)
+        observation_shape = check_environment(c.game).observation_shape
         net = c.network
         if net.kind == "resnet":  # named by the config keys that set the shapes
             return {"network.kind": net.kind, "image shape": image_shape(c.game.stacked_frames, observation_shape),
@@ -213,7 +213,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     load_config(run_dir / CONFIG_FILE)
 
     from muzero.checkpoints import CheckpointError
-    from muzero.runner import evaluate
+    from muzero.evaluation import evaluate
 
     try:
         returns, step = evaluate(run_dir, args.episodes, args.seed)

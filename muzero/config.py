@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def _range(**bounds) -> dict:
@@ -28,35 +29,18 @@ class KnownBounds:
 
 
 @dataclass(frozen=True)
-class AtariConfig:
-    """How an ALE game is wrapped (gymnasium's `AtariPreprocessing`); defaults are the paper's.
-
-    The paper's main Atari results use no sticky actions, up to 30 no-op actions at the
-    start of each episode, action repeat 4, 96x96 RGB frames, the full set of 18 actions,
-    and no end of episode on a lost life.
-    """
-
-    # Frames each action is repeated for (the base environment's frameskip is set to 1
-    # and the wrapper repeats, max-pooling the last two frames).
-    frame_skip: int = field(default=4, metadata=_range(min=1))
-    # Side of the square RGB frame the wrapper resizes to.
-    screen_size: int = field(default=96, metadata=_range(min=8))
-    # Up to this many random no-op actions after each reset (0: none).
-    noop_max: int = field(default=30, metadata=_range(min=0))
-    # Machado et al.'s sticky actions: the previous action repeats with this probability.
-    sticky_action_probability: float = field(default=0.0, metadata=_range(min=0.0, max=1.0))
-    # End the episode when a life is lost (the paper does not).
-    terminal_on_life_loss: bool = False
-    # All 18 joystick actions (the paper), or the game's minimal set.
-    full_action_space: bool = True
-
-
-@dataclass(frozen=True)
 class GameConfig:
-    """What the environment is and how returns are discounted."""
+    """What the game is and how returns are discounted."""
 
-    # Gymnasium environment id, e.g. "CartPole-v1".
+    # Which game, through which plug-in (`muzero.envs`): a gymnasium id ("CartPole-v1"),
+    # an ALE id ("ALE/Pong-v5"), "<plugin>:<name>", or "<module>:<function>" for a game
+    # outside the package.
     id: str = "CartPole-v1"
+    # The plug-in's settings: gymnasium.make's keyword arguments for a gymnasium id, the
+    # ALE wrapping (`muzero.envs.atari.AtariSettings`) for an Atari game, the factory's
+    # keyword arguments for "<module>:<function>". Checked against the plug-in's settings
+    # dataclass when it has one (then held as an instance of it).
+    kwargs: Any = field(default_factory=dict)
     # Number of discrete actions; must match the environment's action space.
     action_space_size: int = field(default=2, metadata=_range(min=1))
     # Game length cap (pseudocode `max_moves`).
@@ -70,8 +54,6 @@ class GameConfig:
     # Observation = the last `stacked_frames` frames and the actions that led to them
     # (paper, Atari: 32); 1 = the environment's observation as it is.
     stacked_frames: int = field(default=1, metadata=_range(min=1))
-    # Present for ALE games (`ALE/<Game>-v5`): how the environment is wrapped.
-    atari: AtariConfig | None = None
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> MuZer
         if not isinstance(loaded, dict):
             raise ConfigError(where, "", f"expected a mapping of sections at top level, got {_kind(loaded)}")
         raw = loaded
+    _upgrade_legacy_keys(raw)
 
     origins: dict[str, str] = {}
     for override in overrides:
@@ -78,7 +79,36 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> MuZer
 
     config = _convert(raw, MuZeroConfig, "", where_of)
     _check_consistency(config, where_of)
-    return config
+    return _check_game_plugin(config, where_of)
+
+
+def _upgrade_legacy_keys(raw: dict) -> None:
+    """Configs written before game plug-ins (run folders' config.yaml included) held the
+    Atari wrapping in `game.atari`; it is now the Atari plug-in's `game.kwargs`."""
+    game = raw.get("game")
+    if isinstance(game, dict) and "atari" in game and "kwargs" not in game:
+        atari = game.pop("atari")
+        if atari is not None:
+            game["kwargs"] = atari
+
+
+def _check_game_plugin(config: MuZeroConfig, where_of: Callable[[str], str]) -> MuZeroConfig:
+    """Resolves `game.id` to its plug-in and checks `game.kwargs` against the plug-in's settings
+    dataclass; returns the config holding the settings as that dataclass."""
+    from muzero.envs import EnvironmentSpecError, resolve_game
+
+    try:
+        plugin, _ = resolve_game(config.game.id)
+    except EnvironmentSpecError as error:
+        raise ConfigError(where_of("game.id"), "game.id", str(error)) from None
+    if plugin.network_kinds and config.network.kind not in plugin.network_kinds:
+        raise ConfigError(where_of("network.kind"), "network.kind",
+                          f"{plugin.name} games need network.kind: {' or '.join(plugin.network_kinds)}")
+    kwargs = config.game.kwargs
+    if plugin.settings is None or isinstance(kwargs, plugin.settings):
+        return config
+    settings = _convert(kwargs, plugin.settings, "game.kwargs", where_of)
+    return config.replace(game=dataclasses.replace(config.game, kwargs=settings))
 
 
 def config_to_dict(config: Any) -> Any:
@@ -135,6 +165,12 @@ def _convert(value: Any, tp: Any, key_path: str, where_of: Callable[[str], str])
         return ConfigError(where_of(key_path), key_path, message)
 
     origin = typing.get_origin(tp)
+    if tp is Any:  # a mapping whose keys a plug-in checks (game.kwargs)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+            raise fail(f"expected a mapping of keyword arguments, got {_kind(value)}")
+        return dict(value)
     if origin in (typing.Union, types.UnionType):
         options = [arg for arg in typing.get_args(tp) if arg is not type(None)]
         if value is None:
@@ -253,8 +289,7 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
     if config.replay.priority_alpha > 0 and config.replay.priority_epsilon == 0:
         raise fail("replay.priority_epsilon", "expected a value > 0 with replay.priority_alpha > 0 (a position "
                    "of priority 0 would never be drawn, and the importance weights are unbounded)")
-    if config.game.atari is not None and config.network.kind != "resnet":
-        raise fail("network.kind", "an Atari game (game.atari) needs network.kind: resnet")
+
     if config.replay.min_games > config.replay.window_size:
         raise fail("replay.min_games", f"expected at most replay.window_size ({config.replay.window_size}), "
                    f"got {config.replay.min_games}")

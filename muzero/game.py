@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from muzero.environment import Environment
-from muzero.search import ActionHistory, Node
+from muzero.envs.base import Environment
+from muzero.networks.base import image_shape
+from muzero.search.reference import ActionHistory, Node
+
+__all__ = ["Game", "Target", "image_shape"]
 
 # (value target, reward target, policy target); the policy target is empty past
 # the end of the game (an absorbing state: no policy loss there).
 Target = tuple[float, float, list[float]]
-
-
-def image_shape(stacked_frames: int, observation_shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Shape of `Game.make_image`'s output for environment observations of `observation_shape`."""
-    if stacked_frames == 1:
-        return tuple(observation_shape)
-    height, width, channels = observation_shape
-    return height, width, stacked_frames * channels + stacked_frames
 
 
 class Game:

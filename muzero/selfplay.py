@@ -1,18 +1,21 @@
-"""Self-play: `play_game` (one episode, the reference MCTS) and `play_games_batched` (many, batched MCTS)."""
+"""Self-play: `play_game` (one episode, the reference MCTS), `BatchedSelfPlay` (many games, one
+batched search per move), and `LocalSelfPlay`, the in-process self-play source of a run.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 
-from muzero.batched_search import run_batched_mcts
 from muzero.config import MuZeroConfig
-from muzero.environment import Environment
+from muzero.envs.base import Environment
 from muzero.game import Game
-from muzero.network import Network, NetworkOutput, PublishedWeights
-from muzero.search import Node, add_exploration_noise, expand_node, run_mcts, select_action, softmax_sample
+from muzero.networks.base import Network
+from muzero.search.batched import BatchedSearcher
+from muzero.search.reference import Node, add_exploration_noise, expand_node, run_mcts, select_action, softmax_sample
+from muzero.search.types import Searcher
+from muzero.storage import SharedStorage
 
 
 # Each game is produced by starting at the initial board position, then
@@ -25,7 +28,7 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
     Args:
       config: search constants, max_moves, discount.
       network: anything with initial_inference / recurrent_inference (not a resnet's
-        `PublishedWeights`: those run in the batched compiled search only).
+        `PublishedWeights`: those run in the compiled search only).
       environment: reset at the start of the game.
       rng: for exploration noise and action sampling.
       greedy: evaluation mode: no exploration noise, temperature 0.
@@ -72,16 +75,16 @@ class BatchedSelfPlay:
     Args:
       config: search constants, max_moves, discount, temperature schedule.
       environments: one per game slot.
-      searcher: replaces `run_batched_mcts` (e.g. `CompiledSelfPlaySearch`); called as
-        searcher(config, root_output, network, legal, to_play, noise).
+      searcher: how the B roots are searched (`muzero.search.make_searcher`); default: the
+        numpy `run_batched_mcts`.
       restart: start a new game in a slot whose game ended (false: one game per slot).
     """
 
-    def __init__(self, config: MuZeroConfig, environments: list[Environment], searcher: Callable | None = None,
+    def __init__(self, config: MuZeroConfig, environments: list[Environment], searcher: Searcher | None = None,
                  restart: bool = True):
         self.config = config
         self.environments = environments
-        self.searcher = searcher or run_batched_mcts
+        self.searcher = searcher or BatchedSearcher(config.search, config.discount)
         self.restart = restart
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)
@@ -101,8 +104,7 @@ class BatchedSelfPlay:
         if not slots:
             return []
         games = [self.games[i] for i in slots]
-        if hasattr(self.searcher, "network_for"):
-            network = self.searcher.network_for(network)
+        network = self.searcher.bind(network)
         observations = np.stack([game.make_image(-1) for game in games])
         legal = np.zeros((len(games), config.action_space_size), bool)
         for row, game in enumerate(games):
@@ -114,7 +116,7 @@ class BatchedSelfPlay:
                 actions = np.flatnonzero(legal[row])
                 noise[row, actions] = rng.dirichlet([config.search.root_dirichlet_alpha] * len(actions))
         to_play = np.array([game.to_play() for game in games])
-        result = self.searcher(config, network.initial_inference(observations), network, legal, to_play, noise)
+        result = self.searcher(network.initial_inference(observations), network, legal, to_play, noise)
         finished = []
         for row, (slot, game) in enumerate(zip(slots, games)):
             visits = [(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])]
@@ -133,10 +135,19 @@ class BatchedSelfPlay:
     def moves_in_progress(self) -> int:
         return sum(len(game) for game in self.games if game is not None)
 
+    def play(self, network: Network, rng: np.random.Generator, moves: int = 1) -> tuple[list[Game], int]:
+        """`moves` batched moves (one in every game in progress each); returns the games that
+        ended and the number of moves played in all games."""
+        games: list[Game] = []
+        before = self.moves_in_progress()
+        for _ in range(moves):
+            games.extend(game for _, game in self.step(network, rng))
+        return games, self.moves_in_progress() + sum(len(game) for game in games) - before
+
 
 def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], environments: list[Environment],
                        rng: np.random.Generator, greedy: bool = False, refresh_interval: int = 0,
-                       searcher: Callable | None = None) -> list[Game]:
+                       searcher: Searcher | None = None) -> list[Game]:
     """Plays one game in each environment with the batched search; returns them in environment order.
 
     Args:
@@ -157,82 +168,82 @@ def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], 
     return games
 
 
-class CompiledSelfPlaySearch:
-    """`run_batched_mcts`'s signature over `CompiledSearch`: the whole search as one
-    TensorFlow graph (XLA when `selfplay.jit_compile`), on a Keras copy of the weights
-    of whichever published network it is given. Batches are padded to `batch_size`
-    rows, so XLA compiles one program instead of one per number of unfinished games.
+class SelfPlayStopped(RuntimeError):
+    """A self-play source can no longer play (the Ray actors' restarts are used up); one line."""
 
-    `network_for(published)` loads the published weights into the Keras copy and returns
-    it as the network `BatchedSelfPlay` runs the root inference with (the only way to
-    run a resnet's `PublishedWeights`).
+
+class SelfPlaySource:
+    """Where a run's games come from: `LocalSelfPlay` here, `muzero.actors.RaySelfPlay` on Ray.
+
+    The training loop calls `play` whenever the learner has caught up with self-play.
+
+    Attributes:
+      concurrent: it plays while the learner trains (actors), not only inside `play`.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], batch_size: int):
-        import tensorflow as tf
+    concurrent = False
 
-        from muzero.compiled_search import CompiledSearch
-        from muzero.models import make_network
+    def play(self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool],
+             start_step: int) -> tuple[list[Game], int]:
+        """Plays with the newest network in `storage`; returns the games that ended and the
+        number of moves played (in all games, ended or not). `start_step` is the learner's step."""
+        raise NotImplementedError
 
-        if config.train.mixed_precision and not tf.config.list_physical_devices("GPU"):
-            # bfloat16 is emulated, slowly, on CPUs: search in float32 (the weights are float32 either way).
-            config = config.replace(train=dataclasses.replace(config.train, mixed_precision=False))
-        self.keras_network = make_network(config, observation_shape)
-        self.batch_size = batch_size
-        self._source: Network | None = None
-        self._bound: _KerasInference | None = None
-        self._initial = tf.function(lambda x: tuple(self.keras_network.initial_inference(x)[:4]),
-                                    input_signature=[self.keras_network.observation_spec])
+    def state(self) -> tuple[list[Environment], list[Game | None]]:
+        """(environments, games in progress) to checkpoint; empty when they cannot be."""
+        return [], []
 
-        def recurrent(hidden_state, action):
-            out = self.keras_network.recurrent_inference(hidden_state, action)
-            return out.value, out.reward, out.policy_logits, out.hidden_state
+    def load_state(self, environments: list[Environment], games: list[Game | None]) -> None:
+        """Continues the checkpointed games when they are this source's kind (else starts afresh)."""
 
-        self.search = CompiledSearch(config, recurrent, self.keras_network.hidden_shape,
-                                     jit_compile=config.selfplay.jit_compile)
+    def metrics(self) -> dict[str, float]:
+        return {}
 
-    def network_for(self, network: Network) -> Network:
-        """Loads `network`'s weights into the Keras copy; returns the network to run the root
-        inference with: the Keras copy for `PublishedWeights`, else `network` itself (a numpy
-        network runs its own; the uniform network before the first save has no weights)."""
-        if not hasattr(network, "weights"):
-            return network
-        if network is not self._source:
-            self.keras_network.set_weights(network.weights)
-            self._source = network
-            self._bound = _KerasInference(self._initial, network.training_steps())
-        return self._bound if isinstance(network, PublishedWeights) else network
+    def progress(self) -> str:
+        return ""
 
-    def __call__(self, config: MuZeroConfig, root_output, network: Network, legal: np.ndarray, to_play: np.ndarray,
-                 noise: np.ndarray | None):
-        if not isinstance(network, _KerasInference):
-            if not hasattr(network, "weights"):
-                return run_batched_mcts(config, root_output, network, legal, to_play, noise)
-            self.network_for(network)
-        rows = len(legal)
-        pad = max(self.batch_size - rows, 0)
-
-        def padded(x):
-            x = np.asarray(x)
-            return np.concatenate([x, np.repeat(x[:1], pad, axis=0)]) if pad else x
-
-        result = self.search(padded(root_output.hidden_state), padded(root_output.policy_logits),
-                             padded(root_output.reward), padded(legal), padded(to_play),
-                             None if noise is None else padded(noise))
-        return type(result)(result.visit_counts[:rows], result.root_value[:rows])
+    def close(self) -> None:
+        pass
 
 
-class _KerasInference(Network):
-    """Root inference on `CompiledSelfPlaySearch`'s Keras copy, returning numpy arrays;
-    the search itself never calls `recurrent_inference` on it (it runs inside the graph)."""
+class LocalSelfPlay(SelfPlaySource):
+    """Self-play in this process: one move in each of `selfplay.num_envs` games in progress
+    (`selfplay.batched`), or one whole game with the reference search, per call.
 
-    def __init__(self, initial: Callable, steps: int):
-        self._initial = initial
-        self._steps = steps
+    Args:
+      config: validated configuration.
+      environments: num_envs environments (batched), or one.
+      searcher: the batched searcher (`muzero.search.make_searcher`); unused unbatched.
+    """
 
-    def initial_inference(self, observation) -> NetworkOutput:
-        value, reward, policy_logits, hidden_state = (np.asarray(x) for x in self._initial(observation))
-        return NetworkOutput(value, reward, policy_logits, hidden_state)
+    def __init__(self, config: MuZeroConfig, environments: list[Environment], searcher: Searcher | None):
+        self.config = config
+        self.environments = environments
+        self.batched = BatchedSelfPlay(config, environments, searcher) if config.selfplay.batched else None
+        self.network: Network | None = None
+        self.calls = 0
 
-    def training_steps(self) -> int:
-        return self._steps
+    def play(self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool],
+             start_step: int) -> tuple[list[Game], int]:
+        if self.batched is None:
+            game = play_game(self.config, storage.latest_network(), self.environments[0], rng)
+            return [game], len(game)
+        # The newest published network, pulled every refresh_interval moves.
+        if self.calls % self.config.selfplay.refresh_interval == 0:
+            self.network = storage.latest_network()
+        self.calls += 1
+        return self.batched.play(self.network, rng)
+
+    def state(self) -> tuple[list[Environment], list[Game | None]]:
+        # Environments are pickled whole (gymnasium's CartPole pickles with its state), with
+        # the games in progress that hold them, so a resumed run continues those games.
+        return self.environments, (self.batched.games if self.batched else [])
+
+    def load_state(self, environments: list[Environment], games: list[Game | None]) -> None:
+        # A checkpoint of the Ray back end has no environments: fresh games then.
+        if len(environments) != len(self.environments):
+            return
+        self.environments = environments
+        if self.batched is not None:
+            self.batched.environments = environments
+            self.batched.games = games

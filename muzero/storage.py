@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from muzero.network import Network, make_uniform_network
+from muzero.networks.base import Network, make_uniform_network
 
 
 class SharedStorage:

@@ -16,6 +16,11 @@ import numpy as np
 EPSILON = 0.001
 
 
+def num_bins(support_size: int) -> int:
+    """Outputs of a value or reward head: 2n + 1 logits over -n..n, or 1 scalar when n = 0."""
+    return 2 * support_size + 1 if support_size else 1
+
+
 def h(x: np.ndarray) -> np.ndarray:
     """h(x) = sign(x) * (sqrt(|x| + 1) - 1) + eps * x, elementwise."""
     x = np.asarray(x, dtype=np.float64)

@@ -14,8 +14,9 @@ Documented choices (SPEC.md asks for them to be explicit):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import keras
 import numpy as np
@@ -23,9 +24,9 @@ import tensorflow as tf
 
 from muzero.config import MuZeroConfig
 from muzero.gradient_scaling import scale_gradient
-from muzero.models import KerasNetwork
+from muzero.networks.keras import KerasNetwork
 from muzero.replay import Batch, ReplayBuffer
-from muzero.support import scalar_to_support
+from muzero.support import num_bins, scalar_to_support
 
 if TYPE_CHECKING:
     from muzero.storage import SharedStorage
@@ -202,7 +203,7 @@ class Learner:
         self.optimizer = make_optimizer(config)
         self.optimizer.build(network.trainable_variables)
         k = config.train.num_unroll_steps
-        bins = 2 * config.network.support_size + 1
+        bins = num_bins(config.network.support_size)
         scalar_shape = [None, k + 1, bins] if config.network.support_size else [None, k + 1]
         signature = Batch(
             observation=network.observation_spec,
@@ -258,11 +259,54 @@ class Learner:
         return self._step.experimental_get_tracing_count()
 
 
+class StepResult(NamedTuple):
+    """One training step on a replay batch.
+
+    Attributes:
+      metrics: `loss/...` (and `grad/...`) floats; `replay/importance_weight_max` with priorities.
+      finite: the update was applied (false: skipped, a NaN or Inf in the loss or gradients).
+      batch_seconds: building the batch from replay.
+      step_seconds: the update itself.
+    """
+
+    metrics: dict
+    finite: bool
+    batch_seconds: float
+    step_seconds: float
+
+
+# The learner's inner step, as the pseudocode's train_network loop body: sample a batch,
+# update the weights on it, then give its positions their new priorities.
+def train_on_replay(learner: Learner, replay_buffer: ReplayBuffer,
+                    batch_hook: Callable[[Batch], Batch] | None = None) -> StepResult:
+    """Samples a batch, takes one training step on it, refreshes the batch's priorities
+    (after a finite step only).
+
+    Args:
+      batch_hook: tests only: transforms the sampled batch (fault injection).
+    """
+    train = learner.config.train
+    t0 = time.perf_counter()
+    batch = replay_buffer.sample_batch(train.num_unroll_steps, train.td_steps)
+    if batch_hook is not None:
+        batch = batch_hook(batch)
+    t1 = time.perf_counter()
+    metrics = learner.train_step(batch)
+    seconds = time.perf_counter() - t1
+    initial_value = metrics.pop("initial_value")
+    finite = bool(metrics.pop("train/finite"))
+    if finite:
+        replay_buffer.refresh_priorities(batch, initial_value)
+        if batch.importance_weight is not None:  # the largest weight shows how uneven sampling is
+            metrics["replay/importance_weight_max"] = float(batch.importance_weight.max())
+    return StepResult(metrics, finite, t1 - t0, seconds)
+
+
 def train_network(config: MuZeroConfig, learner: Learner, replay_buffer: ReplayBuffer,
                   storage: SharedStorage | None = None, num_steps: int | None = None) -> dict:
     """Pseudocode `train_network`: sample, update, publish every checkpoint_interval.
 
-    Returns the last step's metrics.
+    Returns the last step's metrics (with "train/finite").
     """
     train = config.train
     metrics: dict = {}
@@ -270,11 +314,8 @@ def train_network(config: MuZeroConfig, learner: Learner, replay_buffer: ReplayB
     for _ in range(steps):
         if storage is not None and learner.training_step % train.checkpoint_interval == 0:
             storage.save_network(learner.training_step, learner.network)
-        batch = replay_buffer.sample_batch(train.num_unroll_steps, train.td_steps)
-        metrics = learner.train_step(batch)
-        initial_value = metrics.pop("initial_value")
-        if metrics["train/finite"]:
-            replay_buffer.refresh_priorities(batch, initial_value)
+        result = train_on_replay(learner, replay_buffer)
+        metrics = {**result.metrics, "train/finite": float(result.finite)}
     if storage is not None:
         storage.save_network(learner.training_step, learner.network)
     return metrics

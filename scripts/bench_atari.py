@@ -27,7 +27,6 @@ import numpy as np
 import tensorflow as tf
 
 from muzero.config import (
-    AtariConfig,
     GameConfig,
     MuZeroConfig,
     NetworkConfig,
@@ -35,10 +34,12 @@ from muzero.config import (
     SelfPlayConfig,
     TrainConfig,
 )
-from muzero.environment import make_environment
-from muzero.models import make_network
+from muzero.envs import make_environment
+from muzero.envs.atari import AtariSettings
+from muzero.networks import make_network
 from muzero.replay import Batch
-from muzero.selfplay import BatchedSelfPlay, CompiledSelfPlaySearch
+from muzero.search import make_searcher
+from muzero.selfplay import BatchedSelfPlay
 from muzero.storage import SharedStorage
 from muzero.training import Learner
 
@@ -51,7 +52,7 @@ SIZES = {
 def make_config(args: argparse.Namespace) -> MuZeroConfig:
     return MuZeroConfig(
         game=GameConfig(id="ALE/Pong-v5", action_space_size=18, max_moves=27_000, stacked_frames=32,
-                        atari=AtariConfig()),
+                        kwargs=AtariSettings()),
         search=SearchConfig(num_simulations=args.simulations),
         selfplay=SelfPlayConfig(batched=True, num_envs=args.envs, search="compiled", jit_compile=args.jit),
         network=NetworkConfig(kind="resnet", support_size=300, **SIZES[args.size]),
@@ -120,7 +121,7 @@ def main() -> None:
     reference = matmul_rate(tf.bfloat16 if args.mixed_precision else tf.float32)
     print(f"matmul reference: {reference / 1e12:.3f} TFLOP/s")
 
-    network = make_network(config, (96, 96, 3))
+    network = make_network(config, (96, 96, 3), np.uint8)
     learner = Learner(config, network)
     params = sum(int(np.prod(v.shape)) for v in network.trainable_variables)
     representation = forward_flops(network.representation)
@@ -136,8 +137,8 @@ def main() -> None:
     print(f"training step: {step:.3f} s median -> {1 / step:.2f} steps/s, {args.batch / step:.1f} samples/s, "
           f"{rate / 1e12:.3f} TFLOP/s = {rate / reference:.2f} x the matmul reference")
 
-    environments = [make_environment(config, seed) for seed in range(args.envs)]
-    searcher = CompiledSelfPlaySearch(config, (96, 96, 3), args.envs)
+    environments = [make_environment(config.game, seed) for seed in range(args.envs)]
+    searcher = make_searcher(config, args.envs, (96, 96, 3), np.uint8)
     selfplay = BatchedSelfPlay(config, environments, searcher)
     storage = SharedStorage(config.action_space_size)
     storage.save_network(0, network)

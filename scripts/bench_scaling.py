@@ -35,22 +35,22 @@ def median_rate(points: list[tuple[float, int]], start: float, interval: float, 
     return float(np.median(rates)) if rates else float("nan")
 
 
-def initial_network(config: MuZeroConfig, observation_shape: tuple[int, ...]):
+def initial_network(config: MuZeroConfig, spec):
     """The learner's freshly initialised network as self-play sees it (numpy weights)."""
-    from muzero.models import make_network
+    from muzero.networks import make_network
 
-    return make_network(config, observation_shape).numpy_network(0)
+    return make_network(config, spec.observation_shape, spec.observation_dtype).numpy_network(0)
 
 
-def bench_local(config: MuZeroConfig, observation_shape: tuple[int, ...], interval: float, intervals: int) -> float:
+def bench_local(config: MuZeroConfig, spec, interval: float, intervals: int) -> float:
     """Moves/s of the local back end: one batched search per move over num_envs games."""
-    from muzero.actors import make_actor_searcher
-    from muzero.runner import make_environments
+    from muzero.envs import make_environments
+    from muzero.search import make_searcher
     from muzero.selfplay import BatchedSelfPlay
 
-    searcher = make_actor_searcher(config, observation_shape, config.selfplay.num_envs)  # as the runner's
-    selfplay = BatchedSelfPlay(config, make_environments(config, config.selfplay.num_envs, 0), searcher)
-    network, rng = initial_network(config, observation_shape), np.random.default_rng(0)
+    searcher = make_searcher(config, config.selfplay.num_envs, spec.observation_shape, spec.observation_dtype)
+    selfplay = BatchedSelfPlay(config, make_environments(config.game, config.selfplay.num_envs, 0), searcher)
+    network, rng = initial_network(config, spec), np.random.default_rng(0)
 
     def step() -> int:
         before = selfplay.moves_in_progress()
@@ -66,7 +66,7 @@ def bench_local(config: MuZeroConfig, observation_shape: tuple[int, ...], interv
     return median_rate(points, start, interval, intervals)
 
 
-def bench_ray(config: MuZeroConfig, observation_shape: tuple[int, ...], num_actors: int, interval: float,
+def bench_ray(config: MuZeroConfig, spec, num_actors: int, interval: float,
               intervals: int) -> float:
     """Moves/s of `num_actors` self-play actors on a local Ray cluster, games collected on the driver."""
     import dataclasses
@@ -75,10 +75,10 @@ def bench_ray(config: MuZeroConfig, observation_shape: tuple[int, ...], num_acto
 
     config = config.replace(actors=dataclasses.replace(config.actors, num_actors=num_actors,
                                                        min_live_actors=1))
-    actors = SelfPlayActors(config, observation_shape)
+    actors = SelfPlayActors(config, spec)
     try:
         actors.start(0)
-        actors.publish(0, initial_network(config, observation_shape))
+        actors.publish(0, initial_network(config, spec))
         answered: set[int] = set()
         while len(answered) < num_actors:  # warm-up: every actor has started and compiled
             actors.submit()
@@ -103,13 +103,13 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     config = load_config(args.config, args.set)
-    from muzero.environment import check_environment
+    from muzero.envs import check_environment
 
-    observation_shape = check_environment(config)
+    spec = check_environment(config.game)
     counts = [int(n) for n in args.actors.split(",")]
-    rows = [("local (in-process)", 1, bench_local(config, observation_shape, args.interval_seconds,
+    rows = [("local (in-process)", 1, bench_local(config, spec, args.interval_seconds,
                                                    args.intervals))]
-    rows += [(f"ray, {n} actor{'s' * (n > 1)}", n, bench_ray(config, observation_shape, n, args.interval_seconds,
+    rows += [(f"ray, {n} actor{'s' * (n > 1)}", n, bench_ray(config, spec, n, args.interval_seconds,
                                                             args.intervals)) for n in counts]
     one = next((rate for name, n, rate in rows if name.startswith("ray") and n == 1), float("nan"))
     print(f"{config.game.id}: {config.selfplay.num_envs} games per actor, {config.search.num_simulations} "

@@ -29,12 +29,12 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from muzero.batched_search import run_batched_mcts
-from muzero.compiled_search import CompiledSearch
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SearchConfig
-from muzero.models import MLPNetwork
-from muzero.network import Network, NetworkOutput
-from muzero.search import ActionHistory, Node, expand_node, run_mcts
+from muzero.networks.base import Network, NetworkOutput
+from muzero.networks.mlp import MLPNetwork
+from muzero.search.batched import run_batched_mcts
+from muzero.search.compiled import CompiledSearch
+from muzero.search.reference import ActionHistory, Node, expand_node, run_mcts
 
 
 class CompiledTFNetwork(Network):
@@ -146,7 +146,7 @@ def main() -> None:
                           search=SearchConfig(num_simulations=args.simulations),
                           network=NetworkConfig(hidden_state_size=32, hidden_layers=(64,), support_size=10))
     tf.keras.utils.set_random_seed(0)
-    keras_network = MLPNetwork(config, observation_size=4)
+    keras_network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
     numpy_network = keras_network.numpy_network()
     compiled = CompiledTFNetwork(keras_network, 4, 32)
     rng = np.random.default_rng(0)
@@ -171,7 +171,7 @@ def main() -> None:
         out = keras_network.recurrent_inference(hidden_state, action)
         return out.value, out.reward, out.policy_logits, out.hidden_state
 
-    compiled_search = CompiledSearch(config, tf_recurrent, (32,), jit_compile=True)
+    compiled_search = CompiledSearch(config.search, config.discount, config.action_space_size, tf_recurrent, (32,), jit_compile=True)
 
     for batch in args.batches:
         observations = rng.normal(size=(batch, 4)).astype(np.float32)
@@ -185,7 +185,7 @@ def main() -> None:
         print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)
 
         def batched(observations=observations, legal=legal):
-            run_batched_mcts(config, numpy_network.initial_inference(observations), numpy_network, legal)
+            run_batched_mcts(config.search, config.discount, numpy_network.initial_inference(observations), numpy_network, legal)
 
         rows.append((f"batched, numpy network, B={batch}", batch, batch / timed(batched, args.seconds)))
         print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)

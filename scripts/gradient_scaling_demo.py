@@ -23,7 +23,7 @@ import tensorflow as tf
 from muzero.checkpoints import Checkpointer
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
 from muzero.config_io import load_config
-from muzero.models import MLPNetwork
+from muzero.networks.mlp import MLPNetwork
 from muzero.replay import Batch
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE
 from muzero.support import scalar_to_support
@@ -87,7 +87,7 @@ def main() -> None:
     variants = ["scale=1.0", "scale=0.5", "scale=0.0", f"clip_norm={args.clip_norm:g}"]
     if args.run is not None:
         config = load_config(args.run / CONFIG_FILE)
-        trained = MLPNetwork(config, observation_size=4)
+        trained = MLPNetwork(config.network, config.action_space_size, observation_size=4)
         Checkpointer(args.run / CHECKPOINT_DIR, trained, optimizer=None).restore()
     else:
         config = MuZeroConfig(game=GameConfig(action_space_size=2),
@@ -99,7 +99,7 @@ def main() -> None:
         norms = {(variant, part): [] for variant in variants for part in PARTS}
         for seed in range(args.seeds):
             tf.keras.utils.set_random_seed(seed)
-            network = trained if args.run is not None else MLPNetwork(config, observation_size=4)
+            network = trained if args.run is not None else MLPNetwork(config.network, config.action_space_size, observation_size=4)
             batch = random_batch(np.random.default_rng(seed), 64, k, support_size, actions)
             for variant in variants:
                 whole, recurrent = representation_gradient_norms(network, batch, variant, args.clip_norm)

@@ -23,13 +23,15 @@ import pytest
 from muzero.actors import SelfPlayWorker, actor_seeds
 from muzero.config import ActorsConfig, GameConfig, MuZeroConfig, ReplayConfig, SelfPlayConfig
 from muzero.config_io import load_config
-from muzero.network import UniformNetwork
+from muzero.envs import EnvironmentSpec
+from muzero.networks.base import UniformNetwork
 from muzero.run_dir import complete_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny.yaml")
 RAY = str(Path(sys.executable).parent / "ray")
-OBSERVATION_SHAPE = (4,)  # CartPole
+# CartPole: 4 floats, 2 actions, one player.
+SPEC = EnvironmentSpec((4,), np.float32, 2, 1)
 
 
 def _env() -> dict:
@@ -50,7 +52,9 @@ def ray_address():
     temp_dir = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths must stay under 107 bytes
     log = Path(temp_dir) / "head.log"
     # Token authentication (Ray's default for a new cluster), stated for the head and every
-    # driver, in-process ones included: set before this process imports Ray.
+    # driver, in-process ones included: set before this process imports Ray. The token is the
+    # session's own (RAY_AUTH_TOKEN_PATH, set by conftest.py), never one from the user's home.
+    assert Path(os.environ["RAY_AUTH_TOKEN_PATH"]).is_file()
     auth_mode = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "token"
     head = subprocess.Popen([RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
@@ -111,7 +115,7 @@ def _small_config(**actors) -> MuZeroConfig:
 def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "restored after the test")
     config = _small_config().replace(game=GameConfig(max_moves=10, discount=0.99))
-    worker = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0)
+    worker = SelfPlayWorker(config, SPEC, actor_index=1, start_step=0)
     result = worker.play(incarnation=0, weights_step=0, weights=[UniformNetwork(2)], moves=25)
     # 25 batched moves in each of 2 games in progress: 50 moves. Games end within 10
     # moves (max_moves), so at least 2 per environment ended: 25 // 10 = 2.
@@ -121,9 +125,9 @@ def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
     assert sum(len(game) for game in result.games) + worker.selfplay.moves_in_progress() == 50
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # no GPU for a GPU-less actor
     # Same seed, actor and incarnation: the same games; a new incarnation: other games.
-    again = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0).play(0, 0, [UniformNetwork(2)], 25)
+    again = SelfPlayWorker(config, SPEC, actor_index=1, start_step=0).play(0, 0, [UniformNetwork(2)], 25)
     assert [g.history for g in again.games] == [g.history for g in result.games]
-    restarted = SelfPlayWorker(config, OBSERVATION_SHAPE, actor_index=1, start_step=0).play(1, 0, [UniformNetwork(2)], 25)
+    restarted = SelfPlayWorker(config, SPEC, actor_index=1, start_step=0).play(1, 0, [UniformNetwork(2)], 25)
     assert [g.history for g in restarted.games] != [g.history for g in result.games]
 
 
@@ -171,10 +175,11 @@ def test_local_backend_never_imports_ray(tmp_path):
 @pytest.mark.slow
 def test_train_and_resume_through_ray_address(tmp_path, ray_address):
     run_dir = tmp_path / "run"
-    # Games of at most 10 moves: each call of 5 moves in 2 games ends one every 2 calls or sooner.
+    # Games of at most 5 moves (CartPole lasts 8 moves or more): each call of 5 moves in 2 games
+    # ends both of them, so an actor that finishes any call has sent games.
     settings = ["--backend", "ray", "--ray-address", ray_address, "--set", "selfplay.num_envs=2",
                 "--set", "actors.num_actors=2", "--set", "actors.moves_per_call=5", "--set", "replay.window_size=1000",
-                "--set", "game.max_moves=10"]
+                "--set", "game.max_moves=5"]
     result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=20", *settings)
     assert result.returncode == 0, result.stderr[-3000:]
     # Games reached replay from every actor: both counts are above 0 (20 steps need 40 moves,
@@ -200,7 +205,7 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
     # And on in this process (--backend local): the checkpoint has no local games in
     # progress, so local self-play starts fresh games in fresh environments.
     result = muzero("train", "--resume", str(run_dir), "--set", "train.training_steps=50", "--set",
-                    "selfplay.num_envs=2", "--set", "game.max_moves=10")
+                    "selfplay.num_envs=2", "--set", "game.max_moves=5")
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run_dir / "checkpoints" / "ckpt-50.complete").is_file()
 
@@ -241,13 +246,13 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
         trainer = seen["trainer"]
         if trainer.learner.training_step == 20 and "replay" not in seen:
             seen["replay"] = list(trainer.replay_buffer.buffer)
-            seen["games_by_actor"] = trainer.actors.games_by_actor
-            ray.kill(trainer.actors.actors[0].handle, no_restart=False)
-        elif "replay" in seen and trainer.actors.restarts == 0:
+            seen["games_by_actor"] = trainer.source.actors.games_by_actor
+            ray.kill(trainer.source.actors.actors[0].handle, no_restart=False)
+        elif "replay" in seen and trainer.source.actors.restarts == 0:
             time.sleep(0.05)  # a slower learner until the restarted actor answers: actor 1 alone must not end the run
         return batch
 
-    trainer = Trainer(config, tmp_path / "run", OBSERVATION_SHAPE, batch_hook=kill_at_step_20, backend="ray",
+    trainer = Trainer(config, tmp_path / "run", SPEC, batch_hook=kill_at_step_20, backend="ray",
                       ray_address=ray_address)
     seen["trainer"] = trainer
     result = trainer.run()
@@ -271,12 +276,12 @@ def test_slow_learner_keeps_inflight_work_bounded(tmp_path, ray_address):
 
     def slow_learner(batch):
         trainer = seen["trainer"]
-        samples.append((trainer.actors.inflight, trainer.counters["env_steps"], trainer.learner.training_step))
+        samples.append((trainer.source.actors.inflight, trainer.state.counters["env_steps"], trainer.learner.training_step))
         time.sleep(0.05)  # a step of ~50 ms: the actors play a call of 10 moves much faster
         return batch
 
     seen: dict = {}
-    trainer = Trainer(config, tmp_path / "run", OBSERVATION_SHAPE, batch_hook=slow_learner, backend="ray",
+    trainer = Trainer(config, tmp_path / "run", SPEC, batch_hook=slow_learner, backend="ray",
                       ray_address=ray_address)
     seen["trainer"] = trainer
     trainer.run()

@@ -8,8 +8,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from muzero.atari import AtariEnvironment
-from muzero.config import AtariConfig, GameConfig, MuZeroConfig, ReplayConfig, TrainConfig
+from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, TrainConfig
+from muzero.envs.atari import AtariEnvironment, AtariSettings
 from muzero.game import Game, image_shape
 from muzero.replay import ReplayBuffer
 
@@ -18,7 +18,7 @@ FRAME_BYTES = 96 * 96 * 3  # one uint8 RGB frame
 
 @pytest.fixture(scope="module")
 def pong():
-    return AtariEnvironment("ALE/Pong-v5", seed=7, settings=AtariConfig())
+    return AtariEnvironment("ALE/Pong-v5", seed=7, settings=AtariSettings())
 
 
 def test_wrapping_follows_the_config(pong):
@@ -28,7 +28,7 @@ def test_wrapping_follows_the_config(pong):
     assert ale._frameskip == 1  # the wrapper repeats, not the base environment
     assert pong._env.frame_skip == 4 and pong._env.noop_max == 30
     assert ale.ale.getFloat("repeat_action_probability") == 0.0  # no sticky actions by default
-    sticky = AtariEnvironment("ALE/Pong-v5", 0, AtariConfig(sticky_action_probability=0.25, full_action_space=False))
+    sticky = AtariEnvironment("ALE/Pong-v5", 0, AtariSettings(sticky_action_probability=0.25, full_action_space=False))
     assert sticky._env.unwrapped.ale.getFloat("repeat_action_probability") == pytest.approx(0.25)
     assert sticky.action_space_size == 6  # Pong's minimal action set
 
@@ -61,7 +61,7 @@ def test_stacked_image_holds_frames_in_order_and_action_planes(pong):
 
 def test_frames_change_and_rewards_are_not_clipped():
     # Space Invaders scores 5 to 30 points per invader: clipped rewards would never exceed 1.
-    env = AtariEnvironment("ALE/SpaceInvaders-v5", seed=1, settings=AtariConfig(noop_max=0))
+    env = AtariEnvironment("ALE/SpaceInvaders-v5", seed=1, settings=AtariSettings(noop_max=0))
     first = env.reset()
     rewards, frames = [], []
     for i in range(300):
@@ -74,7 +74,7 @@ def test_frames_change_and_rewards_are_not_clipped():
 
 def test_pickled_environment_continues_the_same_game():
     # Sticky actions draw from the emulator's RNG: the pickle must carry it.
-    env = AtariEnvironment("ALE/Breakout-v5", seed=3, settings=AtariConfig(sticky_action_probability=0.25))
+    env = AtariEnvironment("ALE/Breakout-v5", seed=3, settings=AtariSettings(sticky_action_probability=0.25))
     env.reset()
     for i in range(50):
         env.step(i % 4)

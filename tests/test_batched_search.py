@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from muzero.batched_search import run_batched_mcts
 from muzero.config import GameConfig, KnownBounds, MuZeroConfig, SearchConfig
-from muzero.network import NetworkOutput, NumpyMLPNetwork
-from muzero.search import ActionHistory, Node, expand_node, run_mcts
+from muzero.networks.base import NetworkOutput
+from muzero.networks.numpy_mlp import NumpyMLPNetwork
+from muzero.search.batched import run_batched_mcts
+from muzero.search.reference import ActionHistory, Node, expand_node, run_mcts
 
 NUM_STATES = 100
 
@@ -98,7 +99,7 @@ def test_batched_equals_reference(name):
     to_play = rng.integers(s["players"], size=NUM_STATES)
 
     expected = reference_visits(config, network, root_output, legal, to_play, s["players"])
-    result = run_batched_mcts(config, root_output, network, legal, to_play, num_players=s["players"])
+    result = run_batched_mcts(config.search, config.discount, root_output, network, legal, to_play, num_players=s["players"])
     np.testing.assert_array_equal(result.visit_counts, expected)
     # Every simulation lands under the root: visits sum to num_simulations, none on illegal actions.
     assert (result.visit_counts.sum(axis=1) == 30).all() and not result.visit_counts[~legal].any()
@@ -112,7 +113,7 @@ def test_root_value_and_noise_match_the_reference():
     network = RowwiseNetwork(random_network(rng, 4, 3, 5, 8, support=2))
     root_output = network.initial_inference(rng.normal(size=(10, 4)))
     noise = rng.dirichlet([0.25] * 3, size=10)
-    result = run_batched_mcts(config, root_output, network, np.ones((10, 3), bool), noise=noise)
+    result = run_batched_mcts(config.search, config.discount, root_output, network, np.ones((10, 3), bool), noise=noise)
     for i in range(10):
         root = Node(0)
         expand_node(root, 0, [0, 1, 2], root_output.item(i))

@@ -10,7 +10,8 @@ import pytest
 
 from muzero.checkpoints import Checkpointer, CheckpointError
 from muzero.config_io import load_config
-from muzero.models import MLPNetwork
+from muzero.envs import EnvironmentSpec
+from muzero.networks.mlp import MLPNetwork
 from muzero.run_dir import complete_steps
 from muzero.runner import RunStopped, Trainer
 from muzero.training import Learner
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _checkpointer(tmp_path: Path, max_to_keep: int = 3):
     config = load_config(ROOT / "configs" / "tiny.yaml")
-    network = MLPNetwork(config, observation_size=4)
+    network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
     learner = Learner(config, network)
     return Checkpointer(tmp_path / "checkpoints", network, learner.optimizer, max_to_keep), network
 
@@ -101,7 +102,7 @@ def _trainer(tmp_path: Path, *overrides: str, hook=None) -> Trainer:
     config = load_config(ROOT / "configs" / "tiny.yaml", list(overrides))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    return Trainer(config, run_dir, (4,), batch_hook=hook)
+    return Trainer(config, run_dir, EnvironmentSpec((4,), np.float32, 2, 1), batch_hook=hook)
 
 
 def test_nonfinite_skip_leaves_weights_unchanged_and_stops_after_the_bound(tmp_path):
@@ -109,7 +110,7 @@ def test_nonfinite_skip_leaves_weights_unchanged_and_stops_after_the_bound(tmp_p
     with pytest.raises(RunStopped) as info:
         trainer.run()
     # 12 clean updates, then 3 NaN batches skipped: the step counter stays at 12.
-    assert trainer.learner.training_step == 12 and trainer.counters["nonfinite_skips"] == 3
+    assert trainer.learner.training_step == 12 and trainer.state.counters["nonfinite_skips"] == 3
     assert str(info.value) == ("3 consecutive non-finite updates up to training step 13 "
                                f"(train.max_consecutive_nonfinite); last good checkpoint: "
                                f"{tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}")
@@ -132,10 +133,10 @@ def test_nonfinite_skip_changes_nothing(tmp_path):
 
 
 def _random_game(trainer):
-    from muzero.network import make_uniform_network
+    from muzero.networks.base import make_uniform_network
     from muzero.selfplay import play_game
 
-    return play_game(trainer.config, make_uniform_network(2), trainer.environments[0], np.random.default_rng(0))
+    return play_game(trainer.config, make_uniform_network(2), trainer.source.environments[0], np.random.default_rng(0))
 
 
 def test_nonfinite_stop_names_step_and_last_checkpoint(tmp_path):
@@ -144,3 +145,36 @@ def test_nonfinite_stop_names_step_and_last_checkpoint(tmp_path):
         trainer.run()
     assert str(info.value).startswith("non-finite loss or gradient at training step 16 (loss/total=nan); "
                                       f"last good checkpoint: {tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}")
+
+
+# ----- checkpoints written before the package was split into envs/, networks/, search/ -----
+
+LEGACY = Path(__file__).parent / "data" / "legacy_v1"
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_before_the_split_resumes(tmp_path):
+    from tests.helpers import copy_run, muzero_command
+
+    # tests/data/legacy_v1/README.md: 10 steps with batched self-play, games in progress; its
+    # state-10.pkl names muzero.environment.Environment (now muzero.envs.gym.GymEnvironment).
+    run_dir = copy_run(LEGACY / "cartpole_run", tmp_path / "run")
+    result = muzero_command("train", "--resume", str(run_dir), "--set", "train.training_steps=14")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resumed from" in result.stderr and "ckpt-10 at training step 10 (2 games, 26 moves)" in result.stderr
+    assert complete_steps(run_dir / "checkpoints")[0] == 14
+
+
+def test_an_atari_environment_pickled_before_the_split_continues_exactly():
+    import gzip
+    import hashlib
+
+    from muzero.checkpoints import load_pickle
+    from muzero.envs.atari import AtariEnvironment, AtariSettings
+
+    with gzip.open(LEGACY / "atari_env.pkl.gz", "rb") as f:
+        env = load_pickle(f)  # pickled as muzero.atari.AtariEnvironment with a muzero.config.AtariConfig
+    assert isinstance(env, AtariEnvironment) and env.settings == AtariSettings(noop_max=5)
+    frames = b"".join(env.step(action)[0].tobytes() for action in (2, 2, 3))
+    # The SHA-256 the old code computed for the same three frames (tests/data/legacy_v1/README.md).
+    assert hashlib.sha256(frames).hexdigest() == "bdfe74585014245ce3cf6b0b729eee03ac63d23b8b2dfea18d7e0e59e121d835"

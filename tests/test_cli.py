@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = str(ROOT / "configs" / "tiny.yaml")
-
-
-def muzero(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          check=False, text=True, timeout=600, stdin=subprocess.DEVNULL)
+from tests.helpers import ATARI_TINY, TINY
+from tests.helpers import muzero_command as muzero
 
 
 def _event_tags(run_dir: Path) -> set[str]:
@@ -30,18 +23,18 @@ def _event_tags(run_dir: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_train_tiny_then_evaluate(tmp_path):
-    run_dir = tmp_path / "run"
-    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=30")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "step " in result.stderr and "moves/s" in result.stderr  # progress line
+def test_train_tiny_then_evaluate(tiny_run):
+    # The shared run: `muzero train --config configs/tiny.yaml` for 30 steps (conftest.py).
+    run_dir = tiny_run
+    stderr = (run_dir / "train.stderr").read_text()
+    assert "step " in stderr and "moves/s" in stderr  # progress line
     tags = _event_tags(run_dir)
     expected = {"loss/total", "loss/value", "loss/reward", "loss/policy", "loss/l2", "loss/step_0", "loss/step_3",
                 "train/lr", "train/steps_per_sec", "selfplay/episode_return", "selfplay/episode_length",
                 "selfplay/moves_per_sec", "replay/games", "mcts/root_value", "config",
                 "grad/hidden_state_step_0", "grad/hidden_state_step_3", "grad/global_norm"}
     assert expected <= tags, expected - tags
-    # The final checkpoint is at step 30; interval 10 with 3 kept: 10, 20, 30.
+    # The final checkpoint is at step 30; interval 5 with 3 kept: 20, 25, 30.
     assert (run_dir / "checkpoints" / "ckpt-30.index").is_file()
     assert "training_steps: 30" in (run_dir / "config.yaml").read_text()
 
@@ -92,8 +85,7 @@ def test_bad_environment_and_run_directories(tmp_path):
     result = muzero("train", "--config", TINY, "--set", "game.stacked_frames=4", "--set", "network.kind=resnet",
                     "--set", "selfplay.batched=true", "--set", "selfplay.search=compiled", "--logdir", str(tmp_path / "r"))
     _assert_usage_error(result, "game.stacked_frames: stacking frames needs image observations", "shape (4,)")
-    atari = str(ROOT / "configs" / "atari" / "tiny.yaml")
-    result = muzero("train", "--config", atari, "--set", "game.action_space_size=6", "--logdir", str(tmp_path / "r"))
+    result = muzero("train", "--config", ATARI_TINY, "--set", "game.action_space_size=6", "--logdir", str(tmp_path / "r"))
     _assert_usage_error(result, "ALE/Pong-v5 has 18 actions, but game.action_space_size is 6")
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -141,16 +133,15 @@ def test_train_tiny_batched_selfplay_and_xla_learner(tmp_path, search):
 
 
 @pytest.mark.slow
-def test_train_tiny_atari_then_evaluate(tmp_path):
+def test_train_tiny_atari_then_evaluate(atari_tiny_run):
     # The whole Atari path on the CPU: ALE Pong, 32 stacked frames, the resnet, 601-bin supports.
-    run_dir = tmp_path / "run"
-    result = muzero("train", "--config", str(ROOT / "configs" / "atari" / "tiny.yaml"), "--logdir", str(run_dir))
-    assert result.returncode == 0, result.stderr[-3000:]
+    # The shared run: `muzero train --config configs/atari/tiny.yaml` (conftest.py).
+    run_dir = atari_tiny_run
     assert (run_dir / "checkpoints" / "ckpt-6.complete").is_file()
     tags = _event_tags(run_dir)
     assert {"loss/total", "loss/value", "selfplay/episode_return", "replay/games"} <= tags
     # The run ends at train.training_steps (6) with its final checkpoint.
-    assert "done: 6 training steps" in result.stderr
+    assert "done: 6 training steps" in (run_dir / "train.stderr").read_text()
 
     result = muzero("evaluate", "--run", str(run_dir), "--episodes", "2")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from muzero.compiled_search import CompiledSearch
 from muzero.config import GameConfig, KnownBounds, MuZeroConfig, SearchConfig
-from muzero.network import Network, NetworkOutput
+from muzero.networks.base import Network, NetworkOutput
+from muzero.search.compiled import CompiledSearch
 from tests.test_batched_search import reference_visits
 
 P = 1009  # number of distinct hidden states
@@ -74,7 +74,7 @@ def test_compiled_equals_reference(name, jit_compile):
     to_play = rng.integers(s["players"], size=100)
 
     expected = reference_visits(config, network, root_output, legal, to_play, s["players"])
-    search = CompiledSearch(config, network.tf_recurrent, (1,), jit_compile=jit_compile, num_players=s["players"])
+    search = CompiledSearch(config.search, config.discount, config.action_space_size, network.tf_recurrent, (1,), jit_compile=jit_compile, num_players=s["players"])
     result = search(root_output.hidden_state, root_output.policy_logits, root_output.reward, legal, to_play)
     np.testing.assert_array_equal(result.visit_counts, expected)
     assert len({tuple(v) for v in expected}) >= 4

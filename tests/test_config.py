@@ -46,8 +46,8 @@ def test_atari_configs_hold_the_papers_constants(name):
     assert (train.batch_size, train.td_steps, train.num_unroll_steps) == (1024, 10, 5)
     assert (train.lr_init, train.lr_decay_rate, train.lr_decay_steps) == (0.05, 0.1, 350_000)
     assert config.search.visit_softmax_temperature.schedule == ((500_000, 1.0), (750_000, 0.5), (None, 0.25))
-    assert config.game.stacked_frames == 32 and config.game.atari.frame_skip == 4
-    assert config.game.atari.screen_size == 96 and config.network.support_size == 300
+    assert config.game.stacked_frames == 32 and config.game.kwargs.frame_skip == 4
+    assert config.game.kwargs.screen_size == 96 and config.network.support_size == 300
     assert (config.network.kind, config.network.blocks, config.network.planes) == ("resnet", 16, 256)
     assert (config.replay.priority_alpha, config.replay.priority_beta) == (1.0, 1.0)  # prioritized replay
     assert config.replay.normalize_importance_weights  # the commented deviation
@@ -58,7 +58,7 @@ def test_resnet_needs_the_compiled_batched_search_and_atari_needs_the_resnet():
     assert "selfplay.batched: true and selfplay.search: compiled" in _error(atari, ["selfplay.search=numpy"])
     assert "game.stacked_frames: stacked frames are images: they need network.kind: resnet" in _error(
         atari, ["network.kind=mlp"])
-    assert "an Atari game (game.atari) needs network.kind: resnet" in _error(
+    assert "atari games need network.kind: resnet" in _error(
         atari, ["network.kind=mlp", "game.stacked_frames=1"])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from muzero.game import Game
-from muzero.search import Node
+from muzero.search.reference import Node
 
 
 def _game(rewards, root_values, discount=0.5):

@@ -7,12 +7,14 @@ import pytest
 import tensorflow as tf
 
 from muzero.config import MuZeroConfig, NetworkConfig
-from muzero.models import MLPNetwork, scale_hidden_state
-from muzero.network import make_uniform_network, scale_hidden_state_np
+from muzero.networks.base import make_uniform_network
+from muzero.networks.keras import scale_hidden_state
+from muzero.networks.mlp import MLPNetwork
+from muzero.networks.numpy_mlp import scale_hidden_state_np
 
 
 def _perturbed_network(config: MuZeroConfig, seed: int = 0) -> MLPNetwork:
-    network = MLPNetwork(config, observation_size=4)
+    network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
     rng = np.random.default_rng(seed)
     for variable in network.trainable_variables:  # non-zero biases too
         variable.assign(rng.normal(size=variable.shape).astype(np.float32) * 0.5)

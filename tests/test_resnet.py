@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from muzero.config import AtariConfig, GameConfig, MuZeroConfig, NetworkConfig, SelfPlayConfig, TrainConfig
-from muzero.models import make_network
-from muzero.resnet import ResNetwork
+from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SelfPlayConfig, TrainConfig
+from muzero.envs.atari import AtariSettings
+from muzero.networks import make_network
+from muzero.networks.resnet import ResNetwork
 
 
 def _config(planes: int, blocks: int, hidden_layers=(16,), mixed_precision: bool = False) -> MuZeroConfig:
     return MuZeroConfig(
-        game=GameConfig(id="ALE/Pong-v5", action_space_size=18, stacked_frames=32, atari=AtariConfig()),
+        game=GameConfig(id="ALE/Pong-v5", action_space_size=18, stacked_frames=32, kwargs=AtariSettings()),
         network=NetworkConfig(kind="resnet", planes=planes, blocks=blocks, hidden_layers=hidden_layers,
                               support_size=300),
         selfplay=SelfPlayConfig(batched=True, search="compiled"),
@@ -44,7 +45,7 @@ def _check_outputs(network: ResNetwork, planes: int, batch: int) -> None:
 
 
 def test_tiny_shapes():
-    network = make_network(_config(planes=8, blocks=1), (96, 96, 3))
+    network = make_network(_config(planes=8, blocks=1), (96, 96, 3), np.uint8)
     assert isinstance(network, ResNetwork)
     assert network.observation_spec.shape.as_list() == [None, 96, 96, 128]
     assert network.observation_spec.dtype == tf.uint8
@@ -53,7 +54,7 @@ def test_tiny_shapes():
 
 @pytest.mark.slow
 def test_paper_size_shapes_and_parameter_count():
-    network = make_network(_config(planes=256, blocks=16, hidden_layers=(256,)), (96, 96, 3))
+    network = make_network(_config(planes=256, blocks=16, hidden_layers=(256,)), (96, 96, 3), np.uint8)
     _check_outputs(network, planes=256, batch=1)
     convs = {name: sum(int(np.prod(v.shape)) for v in model.trainable_variables if "conv" in v.path)
              for name, model in network.models.items()}
@@ -68,7 +69,7 @@ def test_paper_size_shapes_and_parameter_count():
 
 
 def test_image_scaling_divides_frames_by_255_and_actions_by_the_action_count():
-    network = make_network(_config(planes=8, blocks=0), (96, 96, 3))
+    network = make_network(_config(planes=8, blocks=0), (96, 96, 3), np.uint8)
     image = np.zeros((1, 96, 96, 128), np.uint8)
     image[..., 5] = 51   # a frame channel: 51 / 255 = 0.2
     image[..., 127] = 9  # the newest action plane, action 9: 9 / 18 = 0.5
@@ -78,7 +79,7 @@ def test_image_scaling_divides_frames_by_255_and_actions_by_the_action_count():
 
 
 def test_dynamics_sees_the_action():
-    network = make_network(_config(planes=8, blocks=1), (96, 96, 3))
+    network = make_network(_config(planes=8, blocks=1), (96, 96, 3), np.uint8)
     state = network.initial_inference(_images(1)).hidden_state
     a = network.recurrent_inference(state, np.array([0])).hidden_state.numpy()
     b = network.recurrent_inference(state, np.array([7])).hidden_state.numpy()
@@ -86,7 +87,7 @@ def test_dynamics_sees_the_action():
 
 
 def test_mixed_precision_computes_in_bfloat16_and_returns_float32():
-    network = make_network(_config(planes=8, blocks=1, mixed_precision=True), (96, 96, 3))
+    network = make_network(_config(planes=8, blocks=1, mixed_precision=True), (96, 96, 3), np.uint8)
     conv = network.dynamics.get_layer("res_0_a_conv")
     assert conv.compute_dtype == "bfloat16" and conv.variable_dtype == "float32"
     output = network.initial_inference(_images(2))
@@ -100,7 +101,7 @@ def test_a_skipped_update_leaves_batch_norm_averages_unchanged():
 
     config = _config(planes=8, blocks=1)
     config = config.replace(train=TrainConfig(batch_size=2, num_unroll_steps=2))
-    network = make_network(config, (96, 96, 3))
+    network = make_network(config, (96, 96, 3), np.uint8)
     learner = Learner(config, network)
     rng = np.random.default_rng(0)
 

@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from muzero.run_dir import complete_steps
+from tests.helpers import ATARI_TINY, TINY, TINY_RUN_SETTINGS, copy_run
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = str(ROOT / "configs" / "tiny.yaml")
 pytestmark = pytest.mark.slow
 
 
@@ -65,7 +64,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     _wait_for_step(checkpoints, 2, process)
     rng = random.Random(0)
     newest_seen = 0
-    for cycle in range(5):
+    for cycle in range(3):
         time.sleep(rng.uniform(0.0, 1.5))
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -103,21 +102,26 @@ def _games(state: dict) -> list:
             for g in state["replay"]["games"]]
 
 
-ATARI_TINY = str(ROOT / "configs" / "atari" / "tiny.yaml")
-
-
-@pytest.mark.parametrize("config, k, m, interval, selfplay", [
-    (TINY, 20, 20, 5, []),
-    (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"]),
-    (TINY, 20, 20, 5, ["--set", "replay.priority_alpha=1"]),
-    # ALE emulator states of the games in progress are in the checkpoint too.
-    (ATARI_TINY, 3, 9, 3, ["--set", "replay.priority_alpha=1"]),
+@pytest.mark.parametrize("config, k, m, interval, selfplay, shared", [
+    # The straight run is the session's shared tiny run (30 steps, a checkpoint every 5).
+    (TINY, 15, 15, 5, [], "tiny_run"),
+    (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"], None),
+    (TINY, 20, 20, 5, ["--set", "replay.priority_alpha=1"], None),
+    # ALE emulator states of the games in progress are in the checkpoint too (with priorities:
+    # configs/atari/tiny.yaml has replay.priority_alpha 1). Straight: the shared Atari run.
+    (ATARI_TINY, 3, 3, 3, [], "atari_tiny_run"),
 ], ids=["one_game", "batched_games_in_progress", "prioritized_replay", "atari_games_in_progress"])
-def test_exact_resume_equals_straight_run(tmp_path, config, k, m, interval, selfplay):
-    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, interval, selfplay, shared):
+    interrupted = tmp_path / "interrupted"
     settings = ["--set", f"train.training_steps={k + m}", "--set", f"train.checkpoint_interval={interval}",
                 *selfplay]
-    assert _run("train", "--config", config, "--logdir", str(straight), *settings).returncode == 0
+    if shared is None:
+        straight = tmp_path / "straight"
+        assert _run("train", "--config", config, "--logdir", str(straight), *settings).returncode == 0
+    else:
+        straight = request.getfixturevalue(shared)
+        saved = (straight / "config.yaml").read_text()
+        assert f"training_steps: {k + m}\n" in saved and f"checkpoint_interval: {interval}\n" in saved
 
     process = _start(tmp_path / "log", "train", "--config", config, "--logdir", str(interrupted), *settings)
     _wait_for_step(interrupted / "checkpoints", k, process)
@@ -161,15 +165,14 @@ def test_sigterm_and_ctrl_c_write_a_final_checkpoint_and_exit_0(tmp_path, signum
     assert complete_steps(run_dir / "checkpoints")[0] == int(match.group(1)) > 0
 
 
-def test_corrupted_newest_checkpoint_falls_back_via_cli(tmp_path):
-    run_dir = tmp_path / "run"
-    assert _run("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=20").returncode == 0
-    data = next((run_dir / "checkpoints").glob("ckpt-20.data-*"))
+def test_corrupted_newest_checkpoint_falls_back_via_cli(tmp_path, tiny_run):
+    run_dir = copy_run(tiny_run, tmp_path / "run")  # checkpoints at 20, 25, 30
+    data = next((run_dir / "checkpoints").glob("ckpt-30.data-*"))
     data.write_bytes(b"\0" * 8)
-    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=30")
+    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=35")
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"{data} is corrupted" in result.stderr
-    assert re.search(r"resumed from .*ckpt-10 at training step 10", result.stderr)
+    assert re.search(r"resumed from .*ckpt-25 at training step 25", result.stderr)
 
 
 def test_resume_input_errors(tmp_path):
@@ -185,19 +188,18 @@ def test_resume_input_errors(tmp_path):
     assert result.returncode == 2 and "not a run directory" in result.stderr
 
 
-def test_resume_refuses_a_new_network_shape_and_prints_other_changes(tmp_path):
-    run_dir = tmp_path / "run"
-    assert _run("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=10").returncode == 0
+def test_resume_refuses_a_new_network_shape_and_prints_other_changes(tmp_path, tiny_run):
+    run_dir = copy_run(tiny_run, tmp_path / "run")
     result = _run("train", "--resume", str(run_dir), "--set", "network.hidden_state_size=5")
     assert result.returncode == 2
     # hidden state 4 -> 5: representation/state kernel (8, 4) -> (8, 5), dynamics input 4 + 2 -> 5 + 2, ...
     assert "cannot resume with a different network shape: " in result.stderr
     assert "representation/state/kernel (8, 4) -> (8, 5)" in result.stderr
     assert "dynamics/hidden_0/kernel (6, 8) -> (7, 8)" in result.stderr
-    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=15", "--set", "train.lr_init=0.02")
+    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=35", "--set", "train.lr_init=0.02")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "config changed on resume: train.lr_init: 0.01 -> 0.02" in result.stderr
-    assert "config changed on resume: train.training_steps: 10 -> 15" in result.stderr
+    assert "config changed on resume: train.training_steps: 30 -> 35" in result.stderr
 
 
 def _loss_scalars(run_dir: Path) -> list[tuple[int, str, float]]:
@@ -212,11 +214,11 @@ def _loss_scalars(run_dir: Path) -> list[tuple[int, str, float]]:
     return out
 
 
-def test_same_seed_same_numbers_different_seed_different(tmp_path):
-    runs = {}
-    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+def test_same_seed_same_numbers_different_seed_different(tmp_path, tiny_run):
+    runs = {"a": _loss_scalars(tiny_run)}  # seed 0
+    for name, seed in (("b", 0), ("c", 1)):
         result = _run("train", "--config", TINY, "--logdir", str(tmp_path / name), "--set", f"run.seed={seed}",
-                      "--set", "train.training_steps=30")
+                      *TINY_RUN_SETTINGS)
         assert result.returncode == 0
         runs[name] = _loss_scalars(tmp_path / name)
     assert len(runs["a"]) > 20

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from muzero.config import GameConfig, KnownBounds, MuZeroConfig, SearchConfig, TemperatureSchedule
-from muzero.network import NetworkOutput
-from muzero.search import (
+from muzero.networks.base import NetworkOutput
+from muzero.search.reference import (
     ActionHistory,
     MinMaxStats,
     Node,

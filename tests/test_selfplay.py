@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from muzero.config import GameConfig, MuZeroConfig, SearchConfig, SelfPlayConfig
-from muzero.environment import Environment
+from muzero.envs.gym import GymEnvironment as Environment
 from muzero.selfplay import play_game, play_games_batched
 from tests.test_batched_search import random_network
 

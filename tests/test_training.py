@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
 from muzero.gradient_scaling import scale_gradient
-from muzero.models import MLPNetwork
+from muzero.networks.mlp import MLPNetwork
 from muzero.replay import Batch
 from muzero.training import Learner, learning_rate, make_optimizer, muzero_loss
 
@@ -70,7 +70,7 @@ def _setup(support_size: int):
         network=NetworkConfig(hidden_state_size=5, hidden_layers=(7,), support_size=support_size, activation="tanh"),
         train=TrainConfig(num_unroll_steps=K, weight_decay=0.0),
     )
-    network = MLPNetwork(config, observation_size=4)
+    network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
     rng = np.random.default_rng(3)
     for variable in network.trainable_variables:
         variable.assign(rng.normal(size=variable.shape).astype(np.float32) * 0.7)

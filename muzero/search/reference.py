@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from muzero.config import KnownBounds, MuZeroConfig
-from muzero.network import Network, NetworkOutput
+from muzero.networks.base import Network, NetworkOutput
 
 
 class MinMaxStats:

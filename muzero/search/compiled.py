@@ -14,16 +14,18 @@ Keras models are read inside the graph, so new weights need no retracing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
 
-from muzero.batched_search import SearchResult
-from muzero.config import MuZeroConfig
-
-Recurrent = Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]]
+from muzero.config import MuZeroConfig, SearchConfig
+from muzero.networks import make_network
+from muzero.networks.base import Network, NetworkOutput, PublishedWeights
+from muzero.search.batched import run_batched_mcts
+from muzero.search.types import RecurrentFn, SearchResult
 
 
 def _policy_priors(logits: tf.Tensor, legal: tf.Tensor) -> tf.Tensor:
@@ -40,20 +42,22 @@ class CompiledSearch:
     """`run_batched_mcts` as one compiled TensorFlow function.
 
     Args:
-      config: search constants; num_simulations and the action count fix the graph.
+      search: the `search` config section; num_simulations and the action count fix the graph.
+      discount: gamma.
+      num_actions: A.
       recurrent: the network's recurrent inference as TensorFlow ops.
       hidden_shape: shape of one hidden state.
       jit_compile: compile with XLA.
       num_players: 1, or 2 when players alternate.
     """
 
-    def __init__(self, config: MuZeroConfig, recurrent: Recurrent, hidden_shape: tuple[int, ...],
-                 jit_compile: bool = True, num_players: int = 1):
-        search = config.search
-        self.config = config
+    def __init__(self, search: SearchConfig, discount: float, num_actions: int, recurrent: RecurrentFn,
+                 hidden_shape: tuple[int, ...], jit_compile: bool = True, num_players: int = 1):
+        self.search = search
+        self.discount = discount
         self.recurrent = recurrent
         self.num_players = num_players
-        self.num_actions = config.action_space_size
+        self.num_actions = num_actions
         self.hidden_shape = tuple(hidden_shape)
         n = search.num_simulations
         # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference.
@@ -75,7 +79,7 @@ class CompiledSearch:
                  noise=None) -> SearchResult:
         legal = np.asarray(legal, bool)
         batch = len(legal)
-        fraction = self.config.search.root_exploration_fraction if noise is not None else 0.0
+        fraction = self.search.root_exploration_fraction if noise is not None else 0.0
         noise = np.zeros(legal.shape) if noise is None else np.asarray(noise, np.float64)
         to_play = np.zeros(batch, np.int32) if root_to_play is None else np.asarray(root_to_play, np.int32)
         visits, value = self._search(np.asarray(root_hidden, np.float32), np.asarray(root_logits, np.float32),
@@ -83,8 +87,8 @@ class CompiledSearch:
         return SearchResult(visit_counts=visits.numpy().astype(np.int64), root_value=value.numpy())
 
     def _run(self, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play):
-        config, search = self.config, self.config.search
-        discount = tf.constant(config.discount, tf.float64)
+        search = self.search
+        discount = tf.constant(self.discount, tf.float64)
         batch = tf.shape(legal)[0]
         num_nodes_max = search.num_simulations + 1
         max_depth = search.num_simulations + 1
@@ -215,3 +219,91 @@ class CompiledSearch:
         visits = tf.where(root_children >= 0, tf.gather(visit_count, tf.maximum(root_children, 0), batch_dims=1), 0)
         root_value = node_value(visit_count[:, 0], value_sum[:, 0])
         return visits, root_value
+
+
+class CompiledSearcher:
+    """`CompiledSearch` as a `Searcher` for self-play: the whole search as one TensorFlow
+    graph (XLA when `selfplay.jit_compile`), on a Keras copy of the weights of whichever
+    published network it is bound to. Batches are padded to `batch_size` rows, so XLA
+    compiles one program instead of one per number of unfinished games.
+
+    `bind(published)` loads the published weights into the Keras copy and returns it as
+    the network to run the root inference with (the only way to run a resnet's
+    `PublishedWeights`). The uniform network published before the first save has no
+    weights: it is searched with `run_batched_mcts`, which gives the same visit counts.
+
+    Args:
+      config: the run's config (the network it describes is copied; `search`, `discount`).
+      observation_shape, observation_dtype: of the environment's observations.
+      batch_size: rows every search is padded to (the games searched at once).
+      num_players: 1, or 2 when players alternate.
+    """
+
+    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], batch_size: int,
+                 observation_dtype: type = np.float32, num_players: int = 1):
+        if config.train.mixed_precision and not tf.config.list_physical_devices("GPU"):
+            # bfloat16 is emulated, slowly, on CPUs: search in float32 (the weights are float32 either way).
+            config = config.replace(train=dataclasses.replace(config.train, mixed_precision=False))
+        self.config = config
+        self.num_players = num_players
+        self.keras_network = make_network(config, observation_shape, observation_dtype)
+        self.batch_size = batch_size
+        self._source: Network | None = None
+        self._bound: _KerasInference | None = None
+        self._initial = tf.function(lambda x: tuple(self.keras_network.initial_inference(x)[:4]),
+                                    input_signature=[self.keras_network.observation_spec])
+
+        def recurrent(hidden_state, action):
+            out = self.keras_network.recurrent_inference(hidden_state, action)
+            return out.value, out.reward, out.policy_logits, out.hidden_state
+
+        self.search = CompiledSearch(config.search, config.discount, config.action_space_size, recurrent,
+                                     self.keras_network.hidden_shape, jit_compile=config.selfplay.jit_compile,
+                                     num_players=num_players)
+
+    def bind(self, network: Network) -> Network:
+        """Loads `network`'s weights into the Keras copy; returns the network to run the root
+        inference with: the Keras copy for `PublishedWeights`, else `network` itself (a numpy
+        network runs its own; the uniform network before the first save has no weights)."""
+        if not hasattr(network, "weights"):
+            return network
+        if network is not self._source:
+            self.keras_network.set_weights(network.weights)
+            self._source = network
+            self._bound = _KerasInference(self._initial, network.training_steps())
+        return self._bound if isinstance(network, PublishedWeights) else network
+
+    def __call__(self, root_output: NetworkOutput, network: Network, legal: np.ndarray, to_play: np.ndarray,
+                 noise: np.ndarray | None) -> SearchResult:
+        if not isinstance(network, _KerasInference):
+            if not hasattr(network, "weights"):
+                return run_batched_mcts(self.config.search, self.config.discount, root_output, network, legal,
+                                        to_play, noise, self.num_players)
+            self.bind(network)
+        rows = len(legal)
+        pad = max(self.batch_size - rows, 0)
+
+        def padded(x):
+            x = np.asarray(x)
+            return np.concatenate([x, np.repeat(x[:1], pad, axis=0)]) if pad else x
+
+        result = self.search(padded(root_output.hidden_state), padded(root_output.policy_logits),
+                             padded(root_output.reward), padded(legal), padded(to_play),
+                             None if noise is None else padded(noise))
+        return SearchResult(result.visit_counts[:rows], result.root_value[:rows])
+
+
+class _KerasInference(Network):
+    """Root inference on `CompiledSearcher`'s Keras copy, returning numpy arrays; the search
+    itself never calls `recurrent_inference` on it (it runs inside the graph)."""
+
+    def __init__(self, initial: Callable, steps: int):
+        self._initial = initial
+        self._steps = steps
+
+    def initial_inference(self, observation) -> NetworkOutput:
+        value, reward, policy_logits, hidden_state = (np.asarray(x) for x in self._initial(observation))
+        return NetworkOutput(value, reward, policy_logits, hidden_state)
+
+    def training_steps(self) -> int:
+        return self._steps

@@ -12,17 +12,47 @@ reported as truncated.
 
 The stacking of the last 32 frames and actions is not done here but by
 `Game.make_image`, so replay stores each frame once.
+
+`game.id: ALE/<Game>-v5` (or `atari:ALE/<Game>-v5`) selects this plug-in; `game.kwargs`
+holds `AtariSettings`. It is a gymnasium game with ALE's wrapping, so it builds on the
+gymnasium plug-in's adapter (the one sibling import in the family, for that reason).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from muzero.config import AtariConfig
-from muzero.environment import Environment
+from muzero.envs.base import GamePlugin
+from muzero.envs.gym import GymEnvironment
 
 
-class AtariEnvironment(Environment):
+@dataclass(frozen=True)
+class AtariSettings:
+    """How an ALE game is wrapped (gymnasium's `AtariPreprocessing`); defaults are the paper's.
+
+    The paper's main Atari results use no sticky actions, up to 30 no-op actions at the
+    start of each episode, action repeat 4, 96x96 RGB frames, the full set of 18 actions,
+    and no end of episode on a lost life.
+    """
+
+    # Frames each action is repeated for (the base environment's frameskip is set to 1
+    # and the wrapper repeats, max-pooling the last two frames).
+    frame_skip: int = field(default=4, metadata={"min": 1})
+    # Side of the square RGB frame the wrapper resizes to.
+    screen_size: int = field(default=96, metadata={"min": 8})
+    # Up to this many random no-op actions after each reset (0: none).
+    noop_max: int = field(default=30, metadata={"min": 0})
+    # Machado et al.'s sticky actions: the previous action repeats with this probability.
+    sticky_action_probability: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
+    # End the episode when a life is lost (the paper does not).
+    terminal_on_life_loss: bool = False
+    # All 18 joystick actions (the paper), or the game's minimal set.
+    full_action_space: bool = True
+
+
+class AtariEnvironment(GymEnvironment):
     """An ALE game behind `Environment`'s interface; observations are uint8 [S, S, 3] frames.
 
     It pickles with its emulator state (RAM, RNG) and the wrapper's frame buffers, so a
@@ -32,12 +62,12 @@ class AtariEnvironment(Environment):
     Args:
       env_id: e.g. "ALE/Pong-v5".
       seed: base seed; episode n is reset with a seed derived from it and n.
-      settings: the `game.atari` config section.
+      settings: `game.kwargs`.
     """
 
     observation_dtype = np.uint8
 
-    def __init__(self, env_id: str, seed: int, settings: AtariConfig):
+    def __init__(self, env_id: str, seed: int, settings: AtariSettings):
         self.settings = settings
         super().__init__(env_id, seed)
 
@@ -75,3 +105,11 @@ class AtariEnvironment(Environment):
         for buffer, saved in zip(wrapper.obs_buffer, state["obs_buffer"]):
             buffer[...] = saved
         wrapper.lives, wrapper.game_over = state["lives"], state["game_over"]
+
+
+def _make(name: str, seed: int, settings: AtariSettings) -> AtariEnvironment:
+    return AtariEnvironment(name, seed, settings)
+
+
+# Frames of 96x96: the resnet (its downsampling stack) is the network for them.
+PLUGIN = GamePlugin(name="atari", make=_make, settings=AtariSettings, network_kinds=("resnet",))

@@ -23,10 +23,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from muzero.config import MuZeroConfig
-from muzero.game import image_shape
-from muzero.models import KerasNetwork
-from muzero.network import MIN_MAX_EPSILON, NetworkOutput, PublishedWeights
+from muzero.config import NetworkConfig
+from muzero.networks.base import MIN_MAX_EPSILON, NetworkOutput, PublishedWeights, image_shape
+from muzero.networks.keras import KerasNetwork
+from muzero.support import num_bins
 
 
 def scale_hidden_state_planes(state: tf.Tensor) -> tf.Tensor:
@@ -77,22 +77,24 @@ class ResNetwork(KerasNetwork):
     """The three functions as Keras models, with the pseudocode's inference interface.
 
     Args:
-      config: uses network.{planes, blocks, hidden_layers, support_size},
-        game.{action_space_size, stacked_frames}, train.mixed_precision.
+      net: the `network` config section (planes, blocks, hidden_layers, support_size).
+      action_space_size: A.
       observation_shape: one environment observation, [H, W, C] (Atari: [96, 96, 3]).
       observation_dtype: uint8 frames are divided by 255.
+      stacked_frames: `game.stacked_frames` (the image holds that many frames and action planes).
+      mixed_precision: `train.mixed_precision`: bfloat16 compute, float32 weights and logits.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], observation_dtype=np.uint8):
-        net = config.network
-        self.action_space_size = a = config.action_space_size
+    def __init__(self, net: NetworkConfig, action_space_size: int, observation_shape: tuple[int, ...],
+                 observation_dtype=np.uint8, stacked_frames: int = 1, mixed_precision: bool = False):
+        self.action_space_size = a = action_space_size
         self.support_size = net.support_size
-        self.stacked_frames = config.game.stacked_frames
-        self.image_shape = image_shape(config.game.stacked_frames, observation_shape)
+        self.stacked_frames = stacked_frames
+        self.image_shape = image_shape(stacked_frames, observation_shape)
         self.observation_spec = tf.TensorSpec([None, *self.image_shape], tf.as_dtype(observation_dtype))
-        bins = 2 * net.support_size + 1 if net.support_size else 1
+        bins = num_bins(net.support_size)
         planes = net.planes
-        build = _Builder("mixed_bfloat16" if config.train.mixed_precision else "float32")
+        build = _Builder("mixed_bfloat16" if mixed_precision else "float32")
 
         image = keras.Input(self.image_shape, name="image")
         x = build.conv_bn_relu(image, planes // 2, "down_1", strides=2)
@@ -152,5 +154,5 @@ class ResNetwork(KerasNetwork):
             model.set_weights(weights[name])
 
     def numpy_network(self, steps: int | None = None) -> PublishedWeights:
-        """The weights to publish for self-play (run by `CompiledSelfPlaySearch`)."""
+        """The weights to publish for self-play (run by the compiled search)."""
         return PublishedWeights(self.get_weights(), self.action_space_size, self.steps if steps is None else steps)

@@ -20,25 +20,13 @@ into it, which is also when it is expanded.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
-from muzero.config import MuZeroConfig
-from muzero.network import Network, NetworkOutput
-from muzero.search import policy_priors
-
-
-class SearchResult(NamedTuple):
-    """Root statistics of B searches.
-
-    Attributes:
-      visit_counts: [B, A] visits of the root's children (0 for illegal actions).
-      root_value: [B] the root's mean value, `root.value()`.
-    """
-
-    visit_counts: np.ndarray
-    root_value: np.ndarray
+from muzero.config import SearchConfig
+from muzero.networks.base import Network, NetworkOutput
+from muzero.search.reference import policy_priors
+from muzero.search.types import SearchResult
 
 
 class BatchedTree:
@@ -82,13 +70,14 @@ class BatchedMinMaxStats:
             return np.where(high > low, (value - low) / (high - low), value)
 
 
-def run_batched_mcts(config: MuZeroConfig, root_output: NetworkOutput, network: Network, legal: np.ndarray,
-                     root_to_play: np.ndarray | None = None, noise: np.ndarray | None = None,
+def run_batched_mcts(search: SearchConfig, discount: float, root_output: NetworkOutput, network: Network,
+                     legal: np.ndarray, root_to_play: np.ndarray | None = None, noise: np.ndarray | None = None,
                      num_players: int = 1) -> SearchResult:
     """Searches B roots at once; the batched twin of expand_node + add_exploration_noise + run_mcts.
 
     Args:
-      config: search constants (num_simulations, pb_c_base/init, discount, known_bounds, ucb_value).
+      search: the `search` config section (num_simulations, pb_c_base/init, known_bounds, ucb_value).
+      discount: gamma.
       root_output: initial_inference of the B root observations (numpy, batched).
       network: recurrent_inference on batches.
       legal: [B, A] bool, the legal actions at each root.
@@ -97,7 +86,6 @@ def run_batched_mcts(config: MuZeroConfig, root_output: NetworkOutput, network: 
         None for no exploration noise.
       num_players: 1, or 2 when players alternate.
     """
-    search = config.search
     legal = np.asarray(legal, bool)
     batch, num_actions = legal.shape
     rows = np.arange(batch)
@@ -133,7 +121,7 @@ def run_batched_mcts(config: MuZeroConfig, root_output: NetworkOutput, network: 
         length = np.ones(batch, np.int64)
         active = tree.expanded[rows, node]
         while active.any():
-            action = _select_child(config, tree, stats, rows, node, log_term, sqrt_term)
+            action = _select_child(search, discount, tree, stats, rows, node, log_term, sqrt_term)
             child = tree.children_index[rows, node, action]
             new = active & (child < 0)
             child = np.where(new, tree.num_nodes, child)
@@ -160,7 +148,7 @@ def run_batched_mcts(config: MuZeroConfig, root_output: NetworkOutput, network: 
         tree.children_prior[rows, leaf] = policy_priors(output.policy_logits, np.broadcast_to(all_actions, legal.shape))
         tree.edge_exists[rows, leaf] = True
 
-        _backpropagate(config, tree, stats, rows, path_nodes, length, np.asarray(output.value, np.float64),
+        _backpropagate(search, discount, tree, stats, rows, path_nodes, length, np.asarray(output.value, np.float64),
                        leaf_to_play)
 
     root_children = tree.children_index[:, 0]  # [B, A]
@@ -168,7 +156,7 @@ def run_batched_mcts(config: MuZeroConfig, root_output: NetworkOutput, network: 
     return SearchResult(visit_counts=visits, root_value=tree.node_value(rows, np.zeros(batch, np.int64)))
 
 
-def _select_child(config: MuZeroConfig, tree: BatchedTree, stats: BatchedMinMaxStats, rows: np.ndarray,
+def _select_child(search: SearchConfig, discount: float, tree: BatchedTree, stats: BatchedMinMaxStats, rows: np.ndarray,
                   node: np.ndarray, log_term: np.ndarray, sqrt_term: np.ndarray) -> np.ndarray:
     """`select_child` for B trees: the action with the highest `ucb_score`, ties to the larger action."""
     parent_visits = tree.visit_count[rows, node]
@@ -182,20 +170,19 @@ def _select_child(config: MuZeroConfig, tree: BatchedTree, stats: BatchedMinMaxS
 
     pb_c = log_term[parent_visits][:, None] * (sqrt_term[parent_visits][:, None] / (child_visits + 1))
     prior_score = pb_c * tree.children_prior[rows, node]
-    if config.search.ucb_value == "normalized_q":
-        value = stats.normalize(child_reward + config.discount * child_value)
+    if search.ucb_value == "normalized_q":
+        value = stats.normalize(child_reward + discount * child_value)
     else:
-        value = child_reward + config.discount * stats.normalize(child_value)
+        value = child_reward + discount * stats.normalize(child_value)
     score = prior_score + np.where(child_visits > 0, value, 0.0)
     score = np.where(tree.edge_exists[rows, node], score, -np.inf)
     num_actions = score.shape[1]
     return num_actions - 1 - np.argmax(score[:, ::-1], axis=1)
 
 
-def _backpropagate(config: MuZeroConfig, tree: BatchedTree, stats: BatchedMinMaxStats, rows: np.ndarray,
+def _backpropagate(search: SearchConfig, discount: float, tree: BatchedTree, stats: BatchedMinMaxStats, rows: np.ndarray,
                    path_nodes: np.ndarray, length: np.ndarray, value: np.ndarray, to_play: np.ndarray) -> None:
     """`backpropagate` for B trees, leaf to root along paths of different lengths."""
-    discount = config.discount
     for depth in range(path_nodes.shape[1] - 1, -1, -1):
         on_path = depth < length
         node = path_nodes[:, depth]
@@ -204,8 +191,29 @@ def _backpropagate(config: MuZeroConfig, tree: BatchedTree, stats: BatchedMinMax
         tree.value_sum[r, n] += signed[on_path]
         tree.visit_count[r, n] += 1
         node_value = tree.node_value(rows, node)
-        if config.search.ucb_value == "normalized_q":
+        if search.ucb_value == "normalized_q":
             stats.update(tree.reward[rows, node] + discount * node_value, on_path)
         else:
             stats.update(node_value, on_path)
         value = np.where(on_path, tree.reward[rows, node] + discount * value, value)
+
+
+class BatchedSearcher:
+    """`run_batched_mcts` as a `Searcher`: numpy trees, the numpy network published for self-play.
+
+    Args:
+      search: the `search` config section.
+      discount: gamma.
+      num_players: 1, or 2 when players alternate.
+    """
+
+    def __init__(self, search: SearchConfig, discount: float, num_players: int = 1):
+        self.search, self.discount, self.num_players = search, discount, num_players
+
+    def bind(self, network: Network) -> Network:
+        return network
+
+    def __call__(self, root_output: NetworkOutput, network: Network, legal: np.ndarray, to_play: np.ndarray,
+                 noise: np.ndarray | None) -> SearchResult:
+        return run_batched_mcts(self.search, self.discount, root_output, network, legal, to_play, noise,
+                                self.num_players)

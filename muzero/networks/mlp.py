@@ -1,9 +1,4 @@
-"""Keras networks the learner trains: representation h, dynamics g, prediction f.
-
-`KerasNetwork` holds what every family shares; `make_network` builds the one the
-config names (`network.kind`): the MLP below, or the resnet (`muzero.resnet`, Atari).
-
-MLP family for vector observations (CartPole):
+"""The MLP network family, for vector observations (CartPole).
 
 * representation: observation -> hidden layers -> "state" [H], min-max scaled.
 * dynamics: [hidden_state, one_hot(action)] -> hidden layers -> "state" [H]
@@ -19,16 +14,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from muzero.config import MuZeroConfig
-from muzero.network import MIN_MAX_EPSILON, Network, NetworkOutput, NumpyMLPNetwork
-from muzero.support import support_to_scalar_tf
-
-
-def scale_hidden_state(state: tf.Tensor) -> tf.Tensor:
-    """Min-max scaling of each row to [0, 1] (paper appendix); [B, H] -> [B, H]."""
-    low = tf.reduce_min(state, axis=-1, keepdims=True)
-    high = tf.reduce_max(state, axis=-1, keepdims=True)
-    return (state - low) / tf.maximum(high - low, MIN_MAX_EPSILON)
+from muzero.config import NetworkConfig
+from muzero.networks.base import NetworkOutput
+from muzero.networks.keras import KerasNetwork, scale_hidden_state
+from muzero.networks.numpy_mlp import NumpyMLPNetwork
+from muzero.support import num_bins
 
 
 def _mlp(name: str, input_size: int, hidden_layers, activation: str, heads: dict[str, int]) -> keras.Model:
@@ -40,66 +30,23 @@ def _mlp(name: str, input_size: int, hidden_layers, activation: str, heads: dict
     return keras.Model(inputs, outputs, name=name)
 
 
-class KerasNetwork(Network):
-    """What the Keras network families share: three Keras models, the support, the step count."""
-
-    representation: keras.Model
-    dynamics: keras.Model
-    prediction: keras.Model
-    support_size: int
-    steps: int
-
-    @property
-    def models(self) -> dict[str, keras.Model]:
-        return {"representation": self.representation, "dynamics": self.dynamics, "prediction": self.prediction}
-
-    @property
-    def trainable_variables(self) -> list:
-        return [v for model in self.models.values() for v in model.trainable_variables]
-
-    @property
-    def non_trainable_variables(self) -> list:
-        """Batch-norm moving averages (resnet); none in the MLP."""
-        return [v for model in self.models.values() for v in model.non_trainable_variables]
-
-    def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
-        if self.support_size == 0:
-            return logits[:, 0]
-        return support_to_scalar_tf(logits, self.support_size)
-
-    def _predict(self, hidden_state: tf.Tensor, reward: tf.Tensor, reward_logits: tf.Tensor | None,
-                 training: bool = False) -> NetworkOutput:
-        """prediction(hidden_state) with the reward of the transition into it."""
-        out = self.prediction(hidden_state, training=training)
-        return NetworkOutput(
-            value=self._scalar(out["value"]),
-            reward=reward,
-            policy_logits=out["policy"],
-            hidden_state=hidden_state,
-            value_logits=out["value"] if self.support_size else out["value"][:, 0],
-            reward_logits=reward_logits,
-        )
-
-    def training_steps(self) -> int:
-        return self.steps
-
 
 class MLPNetwork(KerasNetwork):
     """The three functions as Keras models, with the pseudocode's inference interface.
 
     Args:
-      config: uses network.*, game.action_space_size.
+      net: the `network` config section.
+      action_space_size: A.
       observation_size: flattened observation length (4 for CartPole).
     """
 
-    def __init__(self, config: MuZeroConfig, observation_size: int):
-        net = config.network
+    def __init__(self, net: NetworkConfig, action_space_size: int, observation_size: int):
         self.observation_spec = tf.TensorSpec([None, observation_size], tf.float32)
         self.hidden_shape = (net.hidden_state_size,)
-        self.action_space_size = config.action_space_size
+        self.action_space_size = action_space_size
         self.support_size = net.support_size
         self.activation = net.activation
-        bins = 2 * net.support_size + 1 if net.support_size else 1
+        bins = num_bins(net.support_size)
         size = net.hidden_state_size
         self.representation = _mlp("representation", observation_size, net.hidden_layers, net.activation,
                                    {"state": size})
@@ -140,12 +87,3 @@ class MLPNetwork(KerasNetwork):
         """A numpy copy of the current weights for self-play."""
         return NumpyMLPNetwork(self.get_weights(), self.action_space_size, self.support_size,
                                self.activation, self.steps if steps is None else steps)
-
-
-def make_network(config: MuZeroConfig, observation_shape: tuple[int, ...]) -> Network:
-    """The Keras network `config.network.kind` names, for environment observations of `observation_shape`."""
-    if config.network.kind == "resnet":
-        from muzero.resnet import ResNetwork
-
-        return ResNetwork(config, observation_shape, np.uint8 if config.game.atari is not None else np.float32)
-    return MLPNetwork(config, int(np.prod(observation_shape)))

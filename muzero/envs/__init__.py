@@ -1,0 +1,105 @@
+"""Game plug-ins: the registry that `game.id` selects from, and the one place games are made.
+
+`game.id` names a plug-in and a game in it:
+
+* `<plugin>:<name>` for a registered plug-in: `gym:CartPole-v1`, `atari:ALE/Pong-v5`;
+* an id starting with `ALE/` is an Atari game (`ALE/Pong-v5`);
+* `<module>:<function>` for a game outside the package: `function(seed, **game.kwargs)`
+  returns an `Environment` (the module must be importable);
+* anything else is a gymnasium id (`CartPole-v1`).
+
+`game.kwargs` are the plug-in's settings, checked against its settings dataclass when
+it declares one (`muzero.config_io` does that at load time, before any game is made).
+Plug-in modules are imported only when their game is used, so loading a config never
+imports ALE (or Ray, or TensorFlow).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from muzero.envs.base import Environment, EnvironmentSpec, EnvironmentSpecError, GamePlugin
+
+if TYPE_CHECKING:
+    from muzero.config import GameConfig
+
+__all__ = ["Environment", "EnvironmentSpec", "EnvironmentSpecError", "GamePlugin", "check_environment",
+           "make_environment", "make_environments", "resolve_game"]
+
+# Registered plug-ins: prefix -> module holding `PLUGIN`.
+PLUGINS = {
+    "gym": "muzero.envs.gym",
+    "atari": "muzero.envs.atari",
+}
+
+
+def resolve_game(game_id: str) -> tuple[GamePlugin, str]:
+    """The plug-in `game_id` selects and the game's name inside it.
+
+    Raises:
+      EnvironmentSpecError: an external `module:function` that cannot be imported.
+    """
+    prefix, sep, rest = game_id.partition(":")
+    if sep and prefix in PLUGINS:
+        return importlib.import_module(PLUGINS[prefix]).PLUGIN, rest
+    if game_id.startswith("ALE/"):
+        return importlib.import_module(PLUGINS["atari"]).PLUGIN, game_id
+    if sep and rest and prefix.replace(".", "").replace("_", "").isalnum():
+        return _external_plugin(prefix, rest), game_id
+    return importlib.import_module(PLUGINS["gym"]).PLUGIN, game_id
+
+
+def _external_plugin(module_name: str, function_name: str) -> GamePlugin:
+    """A game factory outside the package, named as `module:function`."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise EnvironmentSpecError(f"cannot import the game module {module_name!r} ({error})") from None
+    factory = getattr(module, function_name, None)
+    if not callable(factory):
+        raise EnvironmentSpecError(f"module {module_name!r} has no function {function_name!r}")
+
+    def make(name: str, seed: int, kwargs: Mapping[str, Any]) -> Environment:
+        try:
+            return factory(seed, **kwargs)
+        except (TypeError, ValueError) as error:  # an unexpected keyword argument, a bad value
+            raise EnvironmentSpecError(f"{name}: {error}", key="game.kwargs") from None
+
+    return GamePlugin(name=f"{module_name}:{function_name}", make=make)
+
+
+def make_environment(game: GameConfig, seed: int) -> Environment:
+    """The environment `game` (the `game` config section) names, seeded with `seed`."""
+    plugin, name = resolve_game(game.id)
+    return plugin.make(name, seed, game.kwargs)
+
+
+def make_environments(game: GameConfig, count: int, seed: int) -> list[Environment]:
+    """`count` environments with distinct, reproducible seeds."""
+    return [make_environment(game, seed * 10_007 + i) for i in range(count)]
+
+
+def check_environment(game: GameConfig) -> EnvironmentSpec:
+    """Makes one environment and checks it against the `game` section; returns what it is.
+
+    Raises:
+      EnvironmentSpecError: with a one-line message and the config key to blame.
+    """
+    env = make_environment(game, seed=0)
+    try:
+        spec = EnvironmentSpec.of(env)
+        if spec.action_space_size != game.action_space_size:
+            raise EnvironmentSpecError(f"{game.id} has {spec.action_space_size} actions, but "
+                                       f"game.action_space_size is {game.action_space_size}",
+                                       key="game.action_space_size")
+        if game.stacked_frames > 1 and len(spec.observation_shape) != 3:
+            raise EnvironmentSpecError(f"stacking frames needs image observations [H, W, C]; {game.id} "
+                                       f"gives shape {spec.observation_shape}", key="game.stacked_frames")
+        if spec.num_players not in (1, 2):
+            raise EnvironmentSpecError(f"{game.id}: {spec.num_players} players; only 1 or 2 (alternating) are "
+                                       "supported")
+        return spec
+    finally:
+        env.close()

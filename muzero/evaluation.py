@@ -1,0 +1,119 @@
+"""Greedy evaluation of a network: during training (`Evaluator`) and of a run's checkpoint (`evaluate`).
+
+Evaluation plays with no exploration noise and temperature 0, in its own environments
+with its own RNG, so it never changes the training trajectory; both are checkpointed.
+Each evaluation goes to TensorBoard (`eval/...`) and to `RUN_DIR/eval.csv`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from pathlib import Path
+
+import numpy as np
+from absl import logging
+
+from muzero.config import MuZeroConfig
+from muzero.envs import Environment, EnvironmentSpec, make_environments
+from muzero.networks.base import Network
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
+from muzero.search import Searcher, make_searcher
+from muzero.selfplay import play_game, play_games_batched
+
+EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "eval_seconds", "mean_return", "std_return"]
+
+
+def evaluate_network(config: MuZeroConfig, network: Network, environments: list[Environment], episodes: int,
+                     rng: np.random.Generator, searcher: Searcher | None = None) -> np.ndarray:
+    """Returns of `episodes` greedy games (no exploration noise, temperature 0).
+
+    With `selfplay.batched`, the games run side by side, one per environment (len(environments)
+    must then be `episodes`); otherwise one after the other in environments[0].
+    """
+    if config.selfplay.batched:
+        games = play_games_batched(config, lambda: network, environments[:episodes], rng, greedy=True,
+                                   searcher=searcher)
+    else:
+        games = [play_game(config, network, environments[0], rng, greedy=True) for _ in range(episodes)]
+    return np.array([game.episode_return() for game in games])
+
+
+def eval_searcher(config: MuZeroConfig, spec: EnvironmentSpec, episodes: int) -> Searcher | None:
+    """The searcher of batched evaluation games (None: the reference search, one game at a time)."""
+    if not config.selfplay.batched:
+        return None
+    return make_searcher(config, episodes, spec.observation_shape, spec.observation_dtype, spec.num_players)
+
+
+class Evaluator:
+    """Greedy evaluations every `run.eval_interval` training steps, into TensorBoard and eval.csv.
+
+    Args:
+      config: validated configuration (`run.eval_episodes`, `selfplay.batched`).
+      run_dir: the run's folder (eval.csv).
+      spec: what the game is.
+      summaries: the run's TensorBoard writer.
+      seed: the run's seed; evaluation environments and RNG derive their own from it.
+    """
+
+    def __init__(self, config: MuZeroConfig, run_dir: Path, spec: EnvironmentSpec, summaries, seed: int):
+        self.config = config
+        self.path = run_dir / EVAL_FILE
+        self.summaries = summaries
+        episodes = config.run.eval_episodes
+        self.environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed + 1)
+        self.rng = np.random.default_rng([seed, 1])
+        self.searcher = eval_searcher(config, spec, episodes)
+        self.last: np.ndarray | None = None
+        self.last_step = -1
+
+    def start_file(self) -> None:
+        """A new eval.csv with its header (a fresh run)."""
+        with open(self.path, "w", newline="") as f:
+            csv.writer(f).writerow(EVAL_COLUMNS)
+
+    def truncate_after(self, step: int) -> None:
+        """Drops evaluations logged after `step` (they happened after the checkpoint resumed from)."""
+        if not self.path.is_file():
+            return
+        with open(self.path, newline="") as f:
+            rows = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=EVAL_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+        write_atomically(self.path, text.getvalue())
+
+    def evaluate(self, step: int, network: Network, counters: dict, games: int, wall: float) -> np.ndarray:
+        """Plays `run.eval_episodes` greedy games with `network`; logs and returns their returns."""
+        started = time.time()
+        returns = evaluate_network(self.config, network, self.environments, self.config.run.eval_episodes, self.rng,
+                                   self.searcher)
+        counters["eval_seconds"] += time.time() - started
+        wall += time.time() - started
+        self.summaries.scalars(step, {"eval/mean_return": returns.mean(), "eval/std_return": returns.std()})
+        with open(self.path, "a", newline="") as f:
+            csv.writer(f).writerow([step, counters["env_steps"], games, f"{wall:.1f}", f"{counters['eval_seconds']:.1f}",
+                                    f"{returns.mean():.2f}", f"{returns.std():.2f}"])
+        logging.info("eval at step %d: greedy return %.1f +- %.1f over %d episodes (%.0fs)",
+                     step, returns.mean(), returns.std(), len(returns), wall)
+        self.last, self.last_step = returns, step
+        return returns
+
+
+def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarray, int]:
+    """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step)."""
+    from muzero.checkpoints import Checkpointer
+    from muzero.config_io import load_config
+    from muzero.networks import make_network
+
+    config = load_config(run_dir / CONFIG_FILE)
+    environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed)
+    spec = EnvironmentSpec.of(environments[0])
+    network = make_network(config, spec.observation_shape, spec.observation_dtype)
+    step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
+    rng = np.random.default_rng(seed)
+    return evaluate_network(config, network.numpy_network(step), environments, episodes, rng,
+                            eval_searcher(config, spec, episodes)), step

@@ -1,0 +1,31 @@
+"""Helpers the tests share: paths, the real command, copies of shared runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = str(ROOT / "configs" / "tiny.yaml")
+ATARI_TINY = str(ROOT / "configs" / "atari" / "tiny.yaml")
+
+
+def muzero_command(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs `muzero ARGS` as a user would (a new process, no stdin); returns it finished."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          check=False, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+
+# The shared `tiny_run` (conftest.py): 30 steps, a checkpoint every 5.
+TINY_RUN_SETTINGS = ("--set", "train.training_steps=30", "--set", "train.checkpoint_interval=5")
+
+
+def copy_run(run_dir: Path, destination: Path) -> Path:
+    """A copy of a shared run, for a test that changes it."""
+    shutil.copytree(run_dir, destination)
+    return destination
