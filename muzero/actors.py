@@ -442,6 +442,9 @@ class RaySelfPlay(SelfPlaySource):
         return (f" | actors {self.actors.live} live, {self.actors.restarts} restarts, "
                 f"{self.actors.inflight} calls in flight")
 
+    def result(self) -> dict:
+        return {"actor_restarts": self.actors.restarts, "games_by_actor": self.actors.games_by_actor}
+
     def close(self) -> None:
         self.actors.close()
 

@@ -295,10 +295,7 @@ class Trainer:
                   "mean_return": float(evaluation.mean()) if evaluation is not None else float("nan"),
                   "std_return": float(evaluation.std()) if evaluation is not None else float("nan"),
                   "stopped_by": self.stop_signal, "nonfinite_skips": counters["nonfinite_skips"]}
-        actors = getattr(self.source, "actors", None)
-        if actors is not None:
-            result.update(actor_restarts=actors.restarts, games_by_actor=actors.games_by_actor)
-        return result
+        return {**result, **self.source.result()}
 
 
 def train(config: MuZeroConfig, run_dir: Path, spec: EnvironmentSpec, resume: bool = False,

@@ -200,7 +200,12 @@ class SelfPlaySource:
         return {}
 
     def progress(self) -> str:
+        """Appended to the progress line."""
         return ""
+
+    def result(self) -> dict:
+        """Added to the run's final figures."""
+        return {}
 
     def close(self) -> None:
         pass

@@ -146,7 +146,7 @@ def main() -> None:
     move = median_seconds(lambda: selfplay.step(storage.latest_network(), rng), args.moves)
     moves = args.envs / move
     print(f"self-play: {move:.3f} s per batched move of {args.envs} games, {args.simulations} simulations -> "
-          f"{moves:.1f} moves/s, {moves * config.game.atari.frame_skip:.1f} frames/s")
+          f"{moves:.1f} moves/s, {moves * config.game.kwargs.frame_skip:.1f} frames/s")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from muzero.config_io import load_config
 from muzero.run_dir import complete_steps
 from tests.helpers import ATARI_TINY, TINY, TINY_RUN_SETTINGS, copy_run
 
@@ -120,8 +121,8 @@ def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, inter
         assert _run("train", "--config", config, "--logdir", str(straight), *settings).returncode == 0
     else:
         straight = request.getfixturevalue(shared)
-        saved = (straight / "config.yaml").read_text()
-        assert f"training_steps: {k + m}\n" in saved and f"checkpoint_interval: {interval}\n" in saved
+        saved = load_config(straight / "config.yaml").train
+        assert (saved.training_steps, saved.checkpoint_interval) == (k + m, interval)
 
     process = _start(tmp_path / "log", "train", "--config", config, "--logdir", str(interrupted), *settings)
     _wait_for_step(interrupted / "checkpoints", k, process)
