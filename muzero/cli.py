@@ -1,4 +1,4 @@
-"""Command line: `muzero train` and `muzero evaluate`.
+"""Command line: `muzero train`, `muzero evaluate` and `muzero play`.
 
 Every check on user input (flags, YAML, environment id, run directory) runs before
 TensorFlow is imported, and a failure is one line on stderr with exit status 2.
@@ -56,6 +56,19 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
     evaluate.add_argument("--run", required=True, help="run directory written by `muzero train`")
     evaluate.add_argument("--episodes", type=int, default=10, help="number of episodes (default: %(default)s)")
     evaluate.add_argument("--seed", type=int, default=12345, help="environment seed (default: %(default)s)")
+    evaluate.add_argument("--opponent", default=None, metavar="random|perfect|mcts:N",
+                          help="two-player games: play --games games against this opponent, half as first player, "
+                               "and print (and write as CSV) the wins, draws and losses per side")
+    evaluate.add_argument("--games", type=int, default=100, help="games against --opponent (default: %(default)s)")
+    evaluate.add_argument("--csv", default=None, metavar="PATH",
+                          help="with --opponent: the table as CSV (default: RUN/match-<opponent>.csv)")
+
+    play = commands.add_parser("play", help="play a two-player board game against a run's agent in the terminal")
+    play.add_argument("--run", required=True, help="run directory written by `muzero train`")
+    side = play.add_mutually_exclusive_group()
+    side.add_argument("--first", dest="human_first", action="store_true", default=True,
+                      help="you move first (default)")
+    side.add_argument("--second", dest="human_first", action="store_false", help="MuZero moves first")
     return parser.parse_args(argv[1:])
 
 
@@ -202,15 +215,30 @@ def _check_writable(run_dir: Path) -> None:
         raise UsageError(f"{run_dir}: cannot write run directory ({error.strerror})") from None
 
 
-def command_evaluate(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run)
-    if args.episodes < 1:
-        raise UsageError(f"--episodes: expected an integer >= 1, got {args.episodes}")
+def _check_run_dir(run_dir: Path):
+    """A finished or running run to read from (no lock taken); returns its config."""
     if not (run_dir / CONFIG_FILE).is_file():
         raise UsageError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
     if not complete_steps(run_dir / CHECKPOINT_DIR):
         raise UsageError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint")
-    load_config(run_dir / CONFIG_FILE)
+    return load_config(run_dir / CONFIG_FILE)
+
+
+def _check_board_game(config, run_dir: Path, what: str) -> None:
+    if not config.game.id.startswith("openspiel:"):
+        raise UsageError(f"{what}: only for two-player board games (game.id openspiel:...); {run_dir} plays "
+                         f"{config.game.id}")
+
+
+def command_evaluate(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run)
+    if args.episodes < 1:
+        raise UsageError(f"--episodes: expected an integer >= 1, got {args.episodes}")
+    if args.games < 2:
+        raise UsageError(f"--games: expected an integer >= 2, got {args.games}")
+    config = _check_run_dir(run_dir)
+    if args.opponent is not None:
+        return _evaluate_against(args, run_dir, config)
 
     from muzero.checkpoints import CheckpointError
     from muzero.evaluation import evaluate
@@ -221,6 +249,69 @@ def command_evaluate(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     print(f"mean return {returns.mean():.1f} +- {returns.std():.1f} over {len(returns)} greedy episodes "
           f"(checkpoint at training step {step})")
+    return 0
+
+
+def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
+    """`evaluate --opponent`: a win/draw/loss table per side, printed and written as CSV."""
+    import csv
+    import io
+
+    from muzero.arena import OpponentError, make_opponent, play_match
+    from muzero.envs.openspiel import load_game
+    from muzero.run_dir import write_atomically
+
+    _check_board_game(config, run_dir, "--opponent")
+    try:  # the opponent's name (and whether the game can be solved) before TensorFlow loads
+        make_opponent(args.opponent, load_game(config.game.id.partition(":")[2], config.game.kwargs), args.seed)
+    except OpponentError as error:
+        raise UsageError(f"--opponent: {error}") from None
+
+    from muzero.checkpoints import CheckpointError
+    from muzero.evaluation import load_run
+
+    try:
+        config, _, network, step = load_run(run_dir)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    result = play_match(config, network, args.opponent, args.games, args.seed)
+    print(f"MuZero (checkpoint at training step {step}) against {args.opponent}, {result.games()} games:")
+    print(f"{'side':<8}{'games':>7}{'win':>6}{'draw':>6}{'loss':>6}")
+    for opponent, side, games, win, draw, loss in result.rows(args.opponent):
+        print(f"{side:<8}{games:>7}{win:>6}{draw:>6}{loss:>6}")
+    print(f"{'total':<8}{result.games():>7}{result.total('win'):>6}{result.total('draw'):>6}"
+          f"{result.total('loss'):>6}   score {result.score():.3f} (win 1, draw 0.5)")
+    path = Path(args.csv) if args.csv else run_dir / f"match-{args.opponent.replace(':', '_')}.csv"
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(["training_step", "opponent", "side", "games", "win", "draw", "loss"])
+    writer.writerows([step, *row] for row in result.rows(args.opponent))
+    try:
+        write_atomically(path, text.getvalue())
+    except OSError as error:
+        raise UsageError(f"{path}: cannot write the table ({error.strerror})") from None
+    print(f"written to {path}")
+    return 0
+
+
+def command_play(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run)
+    config = _check_run_dir(run_dir)
+    _check_board_game(config, run_dir, "play")
+
+    from muzero.checkpoints import CheckpointError
+    from muzero.evaluation import load_run
+    from muzero.play import play
+
+    try:
+        config, _, network, _ = load_run(run_dir)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    try:
+        play(config, network, args.human_first, sys.stdin, sys.stdout)
+    except (EOFError, KeyboardInterrupt):
+        print("\ngame abandoned", file=sys.stderr)
+        return EXIT_STOPPED
     return 0
 
 
@@ -237,6 +328,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.command == "train":
             return command_train(args)
+        if args.command == "play":
+            return command_play(args)
         return command_evaluate(args)
     except (ConfigError, UsageError) as error:
         print(f"muzero {args.command}: error: {error}", file=sys.stderr)

@@ -87,6 +87,13 @@ class SearchConfig:
     # "normalized_q": normalize(child.reward + discount * child.value()), as
     # muzero-general and mctx do; MinMaxStats then tracks those Q values.
     ucb_value: str = field(default="pseudocode", metadata=_range(choices=("pseudocode", "normalized_q")))
+    # Whose point of view values and rewards take when players alternate (a no-op with one
+    # player). "negamax": a node's value is from the point of view of the player to move
+    # there; its parent sees it negated when the other player moves there, and a reward
+    # (the mover's) enters the backup with the sign of the mover against the leaf's player.
+    # "pseudocode": child values and rewards used as they are (the pseudocode's backup
+    # `value = node.reward + discount * value`, which ignores whose reward it is).
+    two_player_rule: str = field(default="negamax", metadata=_range(choices=("negamax", "pseudocode")))
     visit_softmax_temperature: TemperatureSchedule = TemperatureSchedule()
 
 
@@ -202,6 +209,11 @@ class RunConfig:
     # Greedy evaluation every this many training steps (0: never), over this many episodes.
     eval_interval: int = field(default=0, metadata=_range(min=0))
     eval_episodes: int = field(default=10, metadata=_range(min=1))
+    # Two-player games: at every evaluation, this many games (half as first player) against
+    # each opponent ("random", "perfect", "mcts:N"; muzero/arena.py), into
+    # eval/<opponent>/{win,draw,loss} and eval_opponents.csv.
+    eval_opponents: tuple[str, ...] = ()
+    eval_games: int = field(default=100, metadata=_range(min=2))
     # Gradient-norm summaries (grad/...) every this many training steps; 0: off.
     grad_summary_interval: int = field(default=0, metadata=_range(min=0))
     # Checkpoints kept on disk by tf.train.CheckpointManager.

@@ -23,6 +23,8 @@ from muzero.search import Searcher, make_searcher
 from muzero.selfplay import play_game, play_games_batched
 
 EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "eval_seconds", "mean_return", "std_return"]
+OPPONENT_FILE = "eval_opponents.csv"
+OPPONENT_COLUMNS = ["training_step", "env_steps", "wall_seconds", "opponent", "side", "games", "win", "draw", "loss"]
 
 
 def evaluate_network(config: MuZeroConfig, network: Network, environments: list[Environment], episodes: int,
@@ -76,15 +78,16 @@ class Evaluator:
 
     def truncate_after(self, step: int) -> None:
         """Drops evaluations logged after `step` (they happened after the checkpoint resumed from)."""
-        if not self.path.is_file():
-            return
-        with open(self.path, newline="") as f:
-            rows = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
-        text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=EVAL_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-        write_atomically(self.path, text.getvalue())
+        for path, columns in ((self.path, EVAL_COLUMNS), (self.path.with_name(OPPONENT_FILE), OPPONENT_COLUMNS)):
+            if not path.is_file():
+                continue
+            with open(path, newline="") as f:
+                rows = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
+            text = io.StringIO()
+            writer = csv.DictWriter(text, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+            write_atomically(path, text.getvalue())
 
     def evaluate(self, step: int, network: Network, counters: dict, games: int, wall: float) -> np.ndarray:
         """Plays `run.eval_episodes` greedy games with `network`; logs and returns their returns."""
@@ -100,20 +103,54 @@ class Evaluator:
         logging.info("eval at step %d: greedy return %.1f +- %.1f over %d episodes (%.0fs)",
                      step, returns.mean(), returns.std(), len(returns), wall)
         self.last, self.last_step = returns, step
+        for opponent in self.config.run.eval_opponents:
+            self.evaluate_against(opponent, step, network, counters, wall)
         return returns
+
+    def evaluate_against(self, opponent: str, step: int, network: Network, counters: dict, wall: float) -> None:
+        """`run.eval_games` games against `opponent` (muzero/arena.py), half as first player."""
+        from muzero.arena import play_match
+
+        started = time.time()
+        result = play_match(self.config, network, opponent, self.config.run.eval_games, seed=step)
+        counters["eval_seconds"] += time.time() - started
+        name = opponent.replace(":", "_")
+        self.summaries.scalars(step, {f"eval/{name}/{outcome}": result.fraction(outcome)
+                                      for outcome in ("win", "draw", "loss")})
+        path = self.path.with_name(OPPONENT_FILE)
+        new = not path.is_file()
+        with open(path, "a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(OPPONENT_COLUMNS)
+            for row in result.rows(opponent):
+                writer.writerow([step, counters["env_steps"], f"{wall:.1f}", *row])
+        logging.info("eval at step %d against %s: %d wins, %d draws, %d losses in %d games (score %.2f)", step,
+                     opponent, result.total("win"), result.total("draw"), result.total("loss"), result.games(),
+                     result.score())
+
+
+def load_run(run_dir: Path) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int]:
+    """A run's config, game and newest complete network (read only: no lock, nothing written).
+
+    Returns:
+      (config, spec, network as self-play runs it, training step of the checkpoint).
+    """
+    from muzero.checkpoints import Checkpointer
+    from muzero.config_io import load_config
+    from muzero.envs import check_environment
+    from muzero.networks import make_network
+
+    config = load_config(run_dir / CONFIG_FILE)
+    spec = check_environment(config.game)
+    network = make_network(config, spec.observation_shape, spec.observation_dtype)
+    step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
+    return config, spec, network.numpy_network(step), step
 
 
 def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarray, int]:
     """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step)."""
-    from muzero.checkpoints import Checkpointer
-    from muzero.config_io import load_config
-    from muzero.networks import make_network
-
-    config = load_config(run_dir / CONFIG_FILE)
+    config, spec, network, step = load_run(run_dir)
     environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed)
-    spec = EnvironmentSpec.of(environments[0])
-    network = make_network(config, spec.observation_shape, spec.observation_dtype)
-    step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
     rng = np.random.default_rng(seed)
-    return evaluate_network(config, network.numpy_network(step), environments, episodes, rng,
-                            eval_searcher(config, spec, episodes)), step
+    return evaluate_network(config, network, environments, episodes, rng, eval_searcher(config, spec, episodes)), step

@@ -24,8 +24,10 @@ class Game:
 
     Attributes:
       history: actions a_0..a_{T-1}.
-      rewards: rewards u_1..u_T; rewards[i] follows history[i].
+      rewards: rewards u_1..u_T; rewards[i] follows history[i], and is the reward of the
+        player who played history[i] (two players: the mover's point of view).
       observations: o_0..o_T; observations[i] is seen before history[i].
+      players: p_0..p_T, the player to move at each observation (None: one player, all 0).
       child_visits: per move, the root's normalised visit counts over all actions.
       root_values: per move, the root's search value.
       priorities: per move, prioritized replay's |value - n-step value target| as of the
@@ -35,6 +37,8 @@ class Game:
     # Class-level defaults: games pickled before these attributes existed still load.
     stacked_frames = 1
     priorities: np.ndarray | None = None
+    players: list[int] | None = None
+    num_players = 1
 
     def __init__(self, action_space_size: int, discount: float, environment: Environment | None = None,
                  stacked_frames: int = 1):
@@ -54,6 +58,9 @@ class Game:
         self.bootstrap_value: float | None = None
         if environment is not None:
             self.observations.append(environment.reset())
+            self.num_players = environment.num_players
+            if self.num_players > 1:
+                self.players = [environment.to_play()]
 
     def terminal(self) -> bool:
         return self.done
@@ -70,6 +77,8 @@ class Game:
         self.history.append(action)
         self.done = terminated or truncated
         self.terminated = terminated
+        if self.players is not None:
+            self.players.append(self.environment.to_play())
 
     def truncated(self, max_moves: int) -> bool:
         """The game stopped without ending: a time limit or max_moves cut it."""
@@ -116,27 +125,33 @@ class Game:
     # The value target is the discounted root value of the search tree td_steps
     # into the future, plus the discounted sum of all rewards until then
     # (revision 2: reward target aligned with the transition into the state).
+    # Two players: every value target is from the point of view of the player to move at
+    # its position. A reward is its mover's, and a root value its position's player's, so
+    # each enters with the sign of that player against the one to move at the position.
     def make_target(self, state_index: int, num_unroll_steps: int, td_steps: int, to_play: int = 0) -> list[Target]:
         """Targets for positions state_index .. state_index + num_unroll_steps.
 
-        Single-agent games only: `to_play` is accepted for the pseudocode's signature;
-        a two-player game would have to negate rewards and bootstrap values of the
-        opponent's moves, which this project does not do yet.
+        The reward target at a position is the reward of the transition into it, from
+        the point of view of the player who moved (two players: the one to move at the
+        previous position). `to_play` is accepted for the pseudocode's signature; the
+        players come from `self.players`.
         """
         targets = []
         for current_index in range(state_index, state_index + num_unroll_steps + 1):
             bootstrap_index = current_index + td_steps
             if bootstrap_index < len(self.root_values):
-                value = self.root_values[bootstrap_index] * self.discount**td_steps
+                value = self.sign(bootstrap_index, current_index) * self.root_values[bootstrap_index] \
+                    * self.discount**td_steps
             elif self.bootstrap_value is not None and current_index < len(self.root_values):
                 # Not in the pseudocode: the game was cut by a time limit, not ended, so the
                 # return goes on past the last observation; bootstrap from its value.
-                value = self.bootstrap_value * self.discount ** (len(self.root_values) - current_index)
+                last = len(self.root_values)
+                value = self.sign(last, current_index) * self.bootstrap_value * self.discount ** (last - current_index)
             else:
                 value = 0.0
 
             for i, reward in enumerate(self.rewards[current_index:bootstrap_index]):
-                value += reward * self.discount**i
+                value += self.sign(current_index + i, current_index) * reward * self.discount**i
 
             if 0 < current_index <= len(self.rewards):
                 last_reward = self.rewards[current_index - 1]
@@ -150,11 +165,19 @@ class Game:
                 targets.append((0.0, last_reward, []))
         return targets
 
+    def sign(self, index: int, point_of_view: int) -> float:
+        """+1 when the same player is to move at positions `index` and `point_of_view`, else -1
+        (always +1 with one player)."""
+        if self.players is None:
+            return 1.0
+        return 1.0 if self.players[index] == self.players[point_of_view] else -1.0
+
     def to_play(self) -> int:
-        return 0
+        """The player to move now."""
+        return self.players[-1] if self.players is not None else 0
 
     def action_history(self) -> ActionHistory:
-        return ActionHistory(self.history, self.action_space_size)
+        return ActionHistory(self.history, self.action_space_size, self.to_play(), self.num_players)
 
     def episode_return(self) -> float:
         return float(sum(self.rewards))

@@ -284,7 +284,7 @@ class FlatGames:
 
     def _rebuild(self, games: list[Game]) -> None:
         self.layout += 1
-        self.priorities = None
+        self.priorities = self.players = None
         self._games: list[Game] = []
         self._starts: list[int] = []
         self._moves_used = 0
@@ -304,6 +304,8 @@ class FlatGames:
         self.rewards[m:m + n] = game.rewards
         self.root_values[m:m + n] = game.root_values
         self.child_visits[m:m + n] = np.asarray(game.child_visits, np.float64).reshape(n, self.action_space_size)
+        if game.players is not None:
+            self.players[m:m + n] = game.players[:n]
         self._games.append(game)
         self._starts.append(m)
         self._moves_used = m + n
@@ -337,6 +339,7 @@ class FlatGames:
         self.root_values = grow(self.root_values, (moves,), np.float64)
         self.child_visits = grow(self.child_visits, (moves, self.action_space_size), np.float64)
         self.priorities = grow(self.priorities, (moves,), np.float64)
+        self.players = grow(self.players, (moves,), np.int64)
 
     def _reindex(self) -> None:
         """Per-game index arrays for the games in the window (a few hundred entries)."""
@@ -344,6 +347,11 @@ class FlatGames:
         self.move_start = np.array(self._starts, np.int64)
         self.has_bootstrap = np.array([game.bootstrap_value is not None for game in self._games], bool)
         self.bootstrap_value = np.array([game.bootstrap_value or 0.0 for game in self._games], np.float64)
+        # Two players: the player to move after each game's last move (a cut game's bootstrap
+        # value is theirs); None when every game has one player (no signs to apply).
+        two_players = any(game.players is not None for game in self._games)
+        self.final_player = np.array([game.players[-1] if game.players is not None else 0 for game in self._games],
+                                     np.int64) if two_players else None
 
     def images(self, game_index: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """make_image(position) of each (game, position) pair, stacked: [B, *image_shape]."""
@@ -381,14 +389,29 @@ def n_step_values(flat: FlatGames, game_index: np.ndarray, index: np.ndarray, td
     length = flat.length[game_index]
     start = flat.move_start[game_index]
     bootstrap = index + td_steps
+    # Two players: each term with the sign of its player against the one to move at `index`
+    # (Game.make_target); none with one player.
+    signed = flat.final_player is not None
+    if signed:
+        player = flat.players[_row(start, length, index)]
+
+        def sign(other_player):
+            return np.where(other_player == player, 1.0, -1.0)
+
     # Past the end: 0 (absorbing), or for a game cut by a time limit its final value.
     cut = flat.has_bootstrap[game_index]
     final = np.where(cut, flat.bootstrap_value[game_index] * discount ** np.maximum(length - index, 0), 0.0)
-    value = np.where(bootstrap < length, flat.root_values[_row(start, length, bootstrap)] * discount**td_steps, final)
+    root_value = flat.root_values[_row(start, length, bootstrap)]
+    if signed:
+        final = sign(flat.final_player[game_index]) * final
+        root_value = sign(flat.players[_row(start, length, bootstrap)]) * root_value
+    value = np.where(bootstrap < length, root_value * discount**td_steps, final)
     j = np.arange(td_steps)
     reward_index = index[..., None] + j  # [..., td]
-    rewards = np.where(reward_index < length[..., None],
-                       flat.rewards[_row(start[..., None], length[..., None], reward_index)], 0.0)
+    reward_rows = _row(start[..., None], length[..., None], reward_index)
+    rewards = np.where(reward_index < length[..., None], flat.rewards[reward_rows], 0.0)
+    if signed:
+        rewards = np.where(flat.players[reward_rows] == player[..., None], rewards, -rewards)
     return value + (rewards * discount ** j.astype(np.float64)).sum(-1)
 
 

@@ -41,7 +41,7 @@ _hermetic_environment()
 import pytest
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SearchConfig, TrainConfig
-from tests.helpers import ATARI_TINY, TINY, TINY_RUN_SETTINGS, muzero_command
+from tests.helpers import ATARI_TINY, TICTACTOE, TINY, TINY_RUN_SETTINGS, muzero_command  # noqa: E402
 
 
 @pytest.fixture
@@ -76,6 +76,21 @@ def atari_tiny_run(tmp_path_factory) -> Path:
     """`muzero train --config configs/atari/tiny.yaml` as it is (6 steps, a checkpoint every 3)."""
     run_dir = tmp_path_factory.mktemp("shared") / "atari"
     result = muzero_command("train", "--config", ATARI_TINY, "--logdir", str(run_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir / "train.stderr").write_text(result.stderr)
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def tictactoe_tiny_run(tmp_path_factory) -> Path:
+    """`configs/tictactoe.yaml` shrunk to seconds: 20 steps, 4 simulations, the numpy search,
+    one evaluation against the random player at step 20 (4 games)."""
+    run_dir = tmp_path_factory.mktemp("shared") / "tictactoe"
+    settings = ["train.training_steps=20", "train.checkpoint_interval=10", "search.num_simulations=4",
+                "selfplay.num_envs=4", "selfplay.search=numpy", "replay.min_games=4", "train.batch_size=16",
+                "run.eval_interval=20", "run.eval_opponents=[random]", "run.eval_games=4"]
+    result = muzero_command("train", "--config", TICTACTOE, "--logdir", str(run_dir),
+                            *(arg for setting in settings for arg in ("--set", setting)))
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir / "train.stderr").write_text(result.stderr)
     return run_dir

@@ -11,13 +11,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny.yaml")
 ATARI_TINY = str(ROOT / "configs" / "atari" / "tiny.yaml")
+TICTACTOE = str(ROOT / "configs" / "tictactoe.yaml")
 
 
-def muzero_command(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Runs `muzero ARGS` as a user would (a new process, no stdin); returns it finished."""
+def muzero_command(*args: str, cwd: Path = ROOT, timeout: float = 600,
+                   input_text: str | None = None) -> subprocess.CompletedProcess:
+    """Runs `muzero ARGS` as a user would (a new process; stdin: `input_text`, or none); returns it finished."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    stdin = subprocess.DEVNULL if input_text is None else None
     return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          check=False, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+                          check=False, text=True, timeout=timeout, stdin=stdin, input=input_text)
 
 
 

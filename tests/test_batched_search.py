@@ -73,9 +73,16 @@ SETTINGS = {
                        "ucb_value": "pseudocode"},
     "one_player_normalized_q": {"actions": 3, "discount": 0.99, "support": 5, "players": 1, "bounds": None, "mask": False,
                                     "ucb_value": "normalized_q"},
-    # Two players alternating to_play, known bounds, discount 1, scalar values.
+    # Two players alternating to_play, known bounds, discount 1, scalar values (the pseudocode's rule).
     "two_players": {"actions": 4, "discount": 1.0, "support": 0, "players": 2, "bounds": KnownBounds(-1.0, 1.0), "mask": False,
-                        "ucb_value": "pseudocode"},
+                        "ucb_value": "pseudocode", "rule": "pseudocode"},
+    # Two players with predicted rewards and discount: where the negamax and pseudocode rules differ.
+    "two_players_rewards": {"actions": 3, "discount": 0.9, "support": 5, "players": 2, "bounds": None,
+                            "mask": False, "ucb_value": "pseudocode"},
+    "two_players_normalized_q": {"actions": 3, "discount": 0.9, "support": 5, "players": 2, "bounds": None,
+                                 "mask": False, "ucb_value": "normalized_q"},
+    "two_players_pseudocode_rule": {"actions": 3, "discount": 0.9, "support": 5, "players": 2, "bounds": None,
+                                    "mask": False, "ucb_value": "pseudocode", "rule": "pseudocode"},
     # Illegal actions masked at the root.
     "masked_root": {"actions": 5, "discount": 0.95, "support": 3, "players": 1, "bounds": None, "mask": True,
                         "ucb_value": "pseudocode"},
@@ -87,7 +94,8 @@ def test_batched_equals_reference(name):
     s = SETTINGS[name]
     rng = np.random.default_rng(7)
     config = MuZeroConfig(game=GameConfig(action_space_size=s["actions"], discount=s["discount"]),
-                          search=SearchConfig(num_simulations=30, known_bounds=s["bounds"], ucb_value=s["ucb_value"]))
+                          search=SearchConfig(num_simulations=30, known_bounds=s["bounds"], ucb_value=s["ucb_value"],
+                                              two_player_rule=s.get("rule", "negamax")))
     network = RowwiseNetwork(random_network(rng, obs=4, actions=s["actions"], hidden=6, width=16,
                                             support=s["support"]))
     observations = rng.normal(size=(NUM_STATES, 4)) * 3
@@ -99,7 +107,8 @@ def test_batched_equals_reference(name):
     to_play = rng.integers(s["players"], size=NUM_STATES)
 
     expected = reference_visits(config, network, root_output, legal, to_play, s["players"])
-    result = run_batched_mcts(config.search, config.discount, root_output, network, legal, to_play, num_players=s["players"])
+    result = run_batched_mcts(config.search, config.discount, root_output, network, legal, to_play,
+                              num_players=s["players"])
     np.testing.assert_array_equal(result.visit_counts, expected)
     # Every simulation lands under the root: visits sum to num_simulations, none on illegal actions.
     assert (result.visit_counts.sum(axis=1) == 30).all() and not result.visit_counts[~legal].any()

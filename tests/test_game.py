@@ -74,6 +74,8 @@ def test_truncated_game_bootstraps_from_its_final_value():
 
 
 class _ScriptedEnvironment:
+    num_players = 1
+
     def __init__(self, endings):
         self.endings = list(endings)
 
@@ -98,3 +100,58 @@ def test_truncated_versus_terminated(endings, max_moves, expected):
     game.apply(0)
     game.apply(1)
     assert game.truncated(max_moves) is expected
+
+
+class _TwoPlayerScript:
+    """Players 0 and 1 alternate from player 0; the last of `moves` moves wins (reward +1 to its
+    mover, 0 before), as in a board game that ends with a win."""
+
+    num_players = 2
+
+    def __init__(self, moves: int):
+        self.moves, self.played = moves, 0
+
+    def reset(self):
+        return [0.0]
+
+    def step(self, action):
+        self.played += 1
+        ended = self.played == self.moves
+        return [0.0], (1.0 if ended else 0.0), ended, False
+
+    def legal_actions(self):
+        return [0, 1]
+
+    def to_play(self):
+        return self.played % 2
+
+
+def _two_player_game(moves: int) -> Game:
+    game = Game(action_space_size=2, discount=1.0, environment=_TwoPlayerScript(moves))
+    for i in range(moves):
+        game.apply(0)
+        game.store_visit_statistics([1, 1], root_value=0.1 * (i + 1))  # root values 0.1, 0.2, ...
+    return game
+
+
+@pytest.mark.parametrize("moves, winner", [(5, 0), (4, 1)], ids=["first_player_wins", "second_player_wins"])
+def test_two_player_targets_are_from_the_point_of_view_of_the_player_to_move(moves, winner):
+    game = _two_player_game(moves)
+    assert game.players == [i % 2 for i in range(moves + 1)]
+    # Monte-Carlo targets (td_steps past the end, discount 1): the only reward is the last
+    # mover's +1, so the value target is +1 where the winner is to move and -1 where the loser is:
+    # 5 moves (player 0 wins): [1, -1, 1, -1, 1]; 4 moves (player 1 wins): [-1, 1, -1, 1].
+    values = [target[0] for target in game.make_target(0, moves - 1, td_steps=10)]
+    assert values == [1.0 if i % 2 == winner else -1.0 for i in range(moves)]
+    # The reward target of the last transition is the mover's (the winner's) +1.
+    assert game.make_target(moves, 0, td_steps=10)[0][1] == 1.0
+
+
+def test_two_player_bootstrap_and_reward_signs_with_n_steps():
+    game = _two_player_game(5)  # players 0 1 0 1 0 | 1; root values 0.1 .. 0.5; u_5 = +1 to player 0
+    targets = [value for value, _, _ in game.make_target(0, 4, td_steps=2)]
+    # i=0 (player 0): u_1 + u_2 = 0, bootstrap root value at 2 (player 0, same): +0.3.
+    # i=1 (player 1): bootstrap at 3 (player 1): +0.4. i=2 (player 0): at 4 (player 0): +0.5.
+    # i=3 (player 1): u_4 = 0, u_5 = +1 to player 0, the opponent: -1; no bootstrap past the end.
+    # i=4 (player 0): u_5 = +1, its own: +1.
+    assert targets == pytest.approx([0.3, 0.4, 0.5, -1.0, 1.0])

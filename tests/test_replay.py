@@ -80,10 +80,15 @@ def _random_game(rng: np.random.Generator, length: int, actions: int = 3) -> Gam
     return game
 
 
+@pytest.mark.parametrize("two_players", [False, True], ids=["one_player", "two_players"])
 @pytest.mark.parametrize("num_unroll_steps, td_steps", [(5, 10), (3, 1), (5, 50)])
-def test_vectorized_batch_equals_make_target(num_unroll_steps, td_steps):
+def test_vectorized_batch_equals_make_target(num_unroll_steps, td_steps, two_players):
     rng = np.random.default_rng(2)
     games = [_random_game(rng, length) for length in (1, 2, 7, 30, 64)]
+    if two_players:  # players alternate, from either one; a game can start with player 1
+        for game in games:
+            first = int(rng.integers(2))
+            game.num_players, game.players = 2, [(first + i) % 2 for i in range(len(game) + 1)]
     games[2].bootstrap_value, games[4].bootstrap_value = 3.5, -1.25  # cut by a time limit
     flat = FlatGames(games, 3, td_steps, 0.97)
     # Every position of every game, so the ends of games (padding, absorbing states,

@@ -20,6 +20,7 @@ from muzero.search.reference import (
     select_action,
     select_child,
     ucb_score,
+    value_for_parent,
 )
 
 
@@ -261,3 +262,26 @@ def test_run_mcts_follows_the_pseudocode_by_hand():
     # child0: W = 0.9 + 0.5 = 1.4; root: W = 0.2 + 0.9 + 0.5 = 1.6 over N = 3.
     assert root.children[0].value_sum == pytest.approx(1.4)
     assert root.value() == pytest.approx(1.6 / 3)
+
+
+@pytest.mark.parametrize("rule, expected", [
+    # root (player 0) -> child (player 1, reward 1.0 to its mover, player 0) -> leaf (player 0,
+    # reward 0.5 to its mover, player 1); the leaf's value 0.2 is player 0's; discount 0.9.
+    # negamax: leaf +0.2; value = -0.5 + 0.9 * 0.2 = -0.32 (player 0's view: player 1's reward
+    # counts against); child (player 1) adds 0.32 = 0.5 - 0.9 * 0.2; value = 1.0 + 0.9 * -0.32
+    # = 0.712; root (player 0) adds 0.712 = 1.0 - 0.9 * 0.32.
+    ("negamax", (0.712, 0.32, 0.2)),
+    # pseudocode: value = 0.5 + 0.9 * 0.2 = 0.68, child adds -0.68; value = 1.0 + 0.9 * 0.68 = 1.612.
+    ("pseudocode", (1.612, -0.68, 0.2)),
+])
+def test_two_player_backup_rules_differ_on_a_hand_worked_tree(rule, expected):
+    root, child, leaf = Node(0), Node(0), Node(0)
+    root.to_play, child.to_play, leaf.to_play = 0, 1, 0
+    child.reward, leaf.reward = 1.0, 0.5
+    backpropagate([root, child, leaf], value=0.2, to_play=0, discount=0.9, min_max_stats=MinMaxStats(None),
+                  two_player_rule=rule)
+    assert (root.value_sum, child.value_sum, leaf.value_sum) == pytest.approx(expected)
+    # The root's player sees the child (player 1's value 0.32) as -0.32 under negamax.
+    config = MuZeroConfig(search=SearchConfig(two_player_rule=rule))
+    seen = value_for_parent(config, root.to_play, child)
+    assert seen == pytest.approx(-0.32 if rule == "negamax" else -0.68)

@@ -2,7 +2,8 @@
 
 `game.id` names a plug-in and a game in it:
 
-* `<plugin>:<name>` for a registered plug-in: `gym:CartPole-v1`, `atari:ALE/Pong-v5`;
+* `<plugin>:<name>` for a registered plug-in: `gym:CartPole-v1`, `atari:ALE/Pong-v5`,
+  `openspiel:tic_tac_toe`;
 * an id starting with `ALE/` is an Atari game (`ALE/Pong-v5`);
 * `<module>:<function>` for a game outside the package: `function(seed, **game.kwargs)`
   returns an `Environment` (the module must be importable);
@@ -32,6 +33,7 @@ __all__ = ["Environment", "EnvironmentSpec", "EnvironmentSpecError", "GamePlugin
 PLUGINS = {
     "gym": "muzero.envs.gym",
     "atari": "muzero.envs.atari",
+    "openspiel": "muzero.envs.openspiel",
 }
 
 

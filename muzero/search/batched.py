@@ -167,6 +167,9 @@ def _select_child(search: SearchConfig, discount: float, tree: BatchedTree, stat
     with np.errstate(invalid="ignore", divide="ignore"):
         child_value = np.where(child_visits > 0, tree.value_sum[rows[:, None], safe] / child_visits, 0.0)
     child_reward = tree.reward[rows[:, None], safe]
+    if search.two_player_rule == "negamax":  # `value_for_parent`: the other player's value, negated
+        child_value = np.where(tree.to_play[rows[:, None], safe] != tree.to_play[rows, node][:, None],
+                               -child_value, child_value)
 
     pb_c = log_term[parent_visits][:, None] * (sqrt_term[parent_visits][:, None] / (child_visits + 1))
     prior_score = pb_c * tree.children_prior[rows, node]
@@ -191,11 +194,17 @@ def _backpropagate(search: SearchConfig, discount: float, tree: BatchedTree, sta
         tree.value_sum[r, n] += signed[on_path]
         tree.visit_count[r, n] += 1
         node_value = tree.node_value(rows, node)
+        reward = tree.reward[rows, node]
+        if search.two_player_rule == "negamax":
+            # The player to move at the parent (the root: its own); see `backpropagate`.
+            mover = tree.to_play[rows, path_nodes[:, depth - 1] if depth > 0 else node]
+            node_value = np.where(tree.to_play[rows, node] != mover, -node_value, node_value)
+            reward = np.where(mover != to_play, -reward, reward)
         if search.ucb_value == "normalized_q":
             stats.update(tree.reward[rows, node] + discount * node_value, on_path)
         else:
             stats.update(node_value, on_path)
-        value = np.where(on_path, tree.reward[rows, node] + discount * value, value)
+        value = np.where(on_path, reward + discount * value, value)
 
 
 class BatchedSearcher:

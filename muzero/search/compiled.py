@@ -88,6 +88,7 @@ class CompiledSearch:
 
     def _run(self, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play):
         search = self.search
+        negamax = search.two_player_rule == "negamax" and self.num_players > 1
         discount = tf.constant(self.discount, tf.float64)
         batch = tf.shape(legal)[0]
         num_nodes_max = search.num_simulations + 1
@@ -139,6 +140,9 @@ class CompiledSearch:
                 child_visits = tf.where(exists, tf.gather(visit_count, safe, batch_dims=1), 0)
                 child_value = node_value(child_visits, tf.gather(value_sum, safe, batch_dims=1))
                 child_reward = tf.gather(reward, safe, batch_dims=1)
+                if negamax:  # `value_for_parent`: the other player's value, negated
+                    other = tf.gather(to_play, safe, batch_dims=1) != tf.gather_nd(to_play, at(node))[:, None]
+                    child_value = tf.where(other, -child_value, child_value)
                 pb_c = tf.gather(self.log_term, parent_visits)[:, None] * (
                     tf.gather(self.sqrt_term, parent_visits)[:, None] / tf.cast(child_visits + 1, tf.float64))
                 prior_score = pb_c * tf.gather(children_prior, node, batch_dims=1)
@@ -197,10 +201,16 @@ class CompiledSearch:
                 visit_count = tf.tensor_scatter_nd_add(visit_count, idx, tf.cast(on_path, tf.int32))
                 node_r = tf.gather_nd(reward, idx)
                 current = node_value(tf.gather_nd(visit_count, idx), tf.gather_nd(value_sum, idx))
+                signed_r = node_r
+                if negamax:  # see `backpropagate`: the parent's player's view, the mover's reward
+                    mover = tf.gather_nd(to_play, at(path_nodes[:, tf.maximum(depth - 1, 0)]))
+                    mover = tf.where(depth > 0, mover, tf.gather_nd(to_play, idx))
+                    current = tf.where(tf.gather_nd(to_play, idx) != mover, -current, current)
+                    signed_r = tf.where(mover != leaf_to_play, -node_r, node_r)
                 tracked = node_r + discount * current if search.ucb_value == "normalized_q" else current
                 maximum = tf.where(on_path, tf.maximum(maximum, tracked), maximum)
                 minimum = tf.where(on_path, tf.minimum(minimum, tracked), minimum)
-                value = tf.where(on_path, node_r + discount * value, value)
+                value = tf.where(on_path, signed_r + discount * value, value)
                 return depth - 1, value, visit_count, value_sum, maximum, minimum
 
             _, _, visit_count, value_sum, maximum, minimum = tf.while_loop(

@@ -127,7 +127,7 @@ def run_mcts(config: MuZeroConfig, root: Node, action_history: ActionHistory, ne
         expand_node(node, history.to_play(), history.action_space(), network_output)
 
         backpropagate(search_path, network_output.value, history.to_play(), config.discount, min_max_stats,
-                      config.search.ucb_value)
+                      config.search.ucb_value, config.search.two_player_rule)
     return min_max_stats
 
 
@@ -149,13 +149,24 @@ def ucb_score(config: MuZeroConfig, parent: Node, child: Node, min_max_stats: Mi
 
     prior_score = pb_c * child.prior
     if child.visit_count > 0:
+        value = value_for_parent(config, parent.to_play, child)
         if search.ucb_value == "normalized_q":
-            value_score = min_max_stats.normalize(child.reward + config.discount * child.value())
+            value_score = min_max_stats.normalize(child.reward + config.discount * value)
         else:
-            value_score = child.reward + config.discount * min_max_stats.normalize(child.value())
+            value_score = child.reward + config.discount * min_max_stats.normalize(value)
     else:
         value_score = 0.0
     return prior_score + value_score
+
+
+# Two players (search.two_player_rule: negamax): a node's value is from the point of view
+# of the player to move at it; the player to move at its parent, when it is the other
+# one, gains what that player loses. One player: the value as it is.
+def value_for_parent(config: MuZeroConfig, parent_to_play: int, node: Node) -> float:
+    """`node.value()` seen by the player to move at the node's parent."""
+    if config.search.two_player_rule == "negamax" and node.to_play != parent_to_play:
+        return -node.value()
+    return node.value()
 
 
 # We expand a node using the value, reward and policy prediction obtained from
@@ -189,17 +200,27 @@ def policy_priors(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 
 # At the end of a simulation, we propagate the evaluation all the way up the
 # tree to the root, from the leaf (revision 2; revision 1 went root to leaf).
+# `value` is from the point of view of `to_play`, the leaf's player. With two players
+# (two_player_rule: negamax), a node's reward is its mover's (the player to move at its
+# parent), so it enters `value` negated when the mover is the other player.
 def backpropagate(search_path: list[Node], value: float, to_play: int, discount: float,
-                  min_max_stats: MinMaxStats, ucb_value: str = "pseudocode") -> None:
-    for node in reversed(search_path):
+                  min_max_stats: MinMaxStats, ucb_value: str = "pseudocode", two_player_rule: str = "pseudocode") -> None:
+    negamax = two_player_rule == "negamax"
+    for depth in range(len(search_path) - 1, -1, -1):
+        node = search_path[depth]
         node.value_sum += value if node.to_play == to_play else -value
         node.visit_count += 1
+        # The player to move at the parent (the root: its own player).
+        mover = search_path[depth - 1].to_play if depth > 0 else node.to_play
+        # What min-max statistics track: the value (or Q) as the parent's player uses it in ucb_score.
+        node_value = -node.value() if negamax and node.to_play != mover else node.value()
         if ucb_value == "normalized_q":
-            min_max_stats.update(node.reward + discount * node.value())
+            min_max_stats.update(node.reward + discount * node_value)
         else:
-            min_max_stats.update(node.value())
+            min_max_stats.update(node_value)
 
-        value = node.reward + discount * value
+        reward = -node.reward if negamax and mover != to_play else node.reward
+        value = reward + discount * value
 
 
 # At the start of each search, we add dirichlet noise to the prior of the root

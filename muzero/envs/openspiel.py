@@ -1,0 +1,149 @@
+"""Two-player board games from OpenSpiel (`open_spiel` on PyPI): tic-tac-toe, connect four, ...
+
+`game.id: openspiel:<name>` with the game's OpenSpiel name, parameters included
+(`openspiel:connect_four(rows=5,columns=6)`, no spaces); `game.kwargs` are further
+OpenSpiel parameters. Any two-player, turn-taking, perfect-information, deterministic,
+zero-sum OpenSpiel game fits; others are refused with one line.
+
+What MuZero sees (conventions for two players, see `Game.make_target` and the search's
+`two_player_rule`):
+* observation: the game's observation tensor for the player to move, flattened, then
+  one more element holding that player (0 or 1), so that a network can tell whose move
+  it is even where the tensor is the same for both (tic-tac-toe's is).
+* reward: the mover's, from `state.rewards()` after the move: +1 for the winning move,
+  -1 for a move that loses, 0 otherwise (draws included).
+* to_play: `state.current_player()`; after the end, the player who would move next.
+* legal actions: `state.legal_actions()`; an illegal action raises.
+
+The environment pickles as the game's name and the moves played, so checkpoints
+resume games in progress exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from muzero.envs.base import EnvironmentSpecError, GamePlugin
+
+
+def load_game(name: str, parameters: Mapping | None = None):
+    """`pyspiel.load_game`, refusing games that are not two-player turn-taking board games.
+
+    Raises:
+      EnvironmentSpecError: an unknown game or parameter, or a game of another kind.
+    """
+    import pyspiel
+
+    try:
+        with _quiet_stderr():  # OpenSpiel prints each error to stderr before raising it
+            game = pyspiel.load_game(name, dict(parameters or {})) if parameters else pyspiel.load_game(name)
+    except pyspiel.SpielError as error:
+        message = str(error).strip().splitlines()[0].replace(" Available games are:", "")
+        raise EnvironmentSpecError(f"openspiel:{name}: {message}") from None
+    kind = game.get_type()
+    problems = []
+    if game.num_players() != 2:
+        problems.append(f"{game.num_players()} players")
+    if kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        problems.append("not turn-taking")
+    if kind.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+        problems.append("imperfect information")
+    if kind.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
+        problems.append("chance moves")
+    if kind.utility != pyspiel.GameType.Utility.ZERO_SUM:
+        problems.append("not zero-sum")
+    if problems:
+        raise EnvironmentSpecError(f"openspiel:{name}: only two-player, turn-taking, perfect-information, "
+                                   f"deterministic, zero-sum games are supported ({', '.join(problems)})")
+    return game
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for a while (C++ writes there directly)."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class OpenSpielEnvironment:
+    """An OpenSpiel two-player game behind the `Environment` protocol.
+
+    Args:
+      name: the OpenSpiel name, parameters included.
+      seed: unused (the games are deterministic); kept for the plug-in signature.
+      parameters: more OpenSpiel parameters (`game.kwargs`).
+
+    Attributes:
+      game, state: the pyspiel game and the current state (bots and `muzero play` read them).
+    """
+
+    observation_dtype = np.float32
+    num_players = 2
+
+    def __init__(self, name: str, seed: int = 0, parameters: Mapping | None = None):
+        self.name, self.seed, self.parameters = name, seed, dict(parameters or {})
+        self.game = load_game(name, self.parameters)
+        self.action_space_size = self.game.num_distinct_actions()
+        self.observation_shape = (int(np.prod(self.game.observation_tensor_shape())) + 1,)
+        self.state = self.game.new_initial_state()
+
+    def reset(self) -> np.ndarray:
+        self.state = self.game.new_initial_state()
+        return self.observation()
+
+    def observation(self) -> np.ndarray:
+        """The observation tensor for the player to move, flattened, then that player."""
+        player = self.to_play()
+        tensor = np.asarray(self.state.observation_tensor(player), np.float32)
+        return np.append(tensor, np.float32(player))
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool]:
+        action = int(action)
+        if action not in self.state.legal_actions():
+            raise ValueError(f"{self.name}: action {action} is not legal here (legal: {self.state.legal_actions()})")
+        mover = self.state.current_player()
+        self.state.apply_action(action)
+        reward = float(self.state.rewards()[mover])
+        return self.observation(), reward, bool(self.state.is_terminal()), False
+
+    def legal_actions(self) -> list[int]:
+        return [int(action) for action in self.state.legal_actions()]
+
+    def to_play(self) -> int:
+        if self.state.is_terminal():
+            return len(self.state.history()) % 2  # who would move next: players alternate from 0
+        return int(self.state.current_player())
+
+    def close(self) -> None:
+        pass
+
+    def render(self) -> str:
+        """The board as OpenSpiel draws it."""
+        return str(self.state)
+
+    def __getstate__(self) -> dict:
+        return {"name": self.name, "seed": self.seed, "parameters": self.parameters,
+                "history": [int(action) for action in self.state.history()]}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["name"], state["seed"], state["parameters"])
+        for action in state["history"]:
+            self.state.apply_action(action)
+
+
+def _make(name: str, seed: int, parameters: Mapping) -> OpenSpielEnvironment:
+    return OpenSpielEnvironment(name, seed, parameters)
+
+
+# Observations are flat vectors: the MLP.
+PLUGIN = GamePlugin(name="openspiel", make=_make, network_kinds=("mlp",))

@@ -1,0 +1,100 @@
+"""Tests for muzero/envs/openspiel.py: two-player board games from OpenSpiel behind the Environment protocol."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from muzero.config import GameConfig
+from muzero.envs import EnvironmentSpecError, check_environment
+from muzero.envs.openspiel import OpenSpielEnvironment
+from muzero.game import Game
+from tests.helpers import TICTACTOE, muzero_command
+
+
+def test_tic_tac_toe_moves_players_and_returns():
+    env = OpenSpielEnvironment("tic_tac_toe")
+    observation = env.reset()
+    # 3 planes of 3x3 (empty, o, x) and the player to move: 28 numbers; at the start all 9 empty.
+    assert observation.shape == (28,) and observation.dtype == np.float32
+    assert observation[:9].sum() == 9 and observation[-1] == 0 and env.to_play() == 0
+    assert env.legal_actions() == list(range(9)) and env.action_space_size == 9
+    rewards = []
+    for action in (0, 3, 1, 4):  # x: 0, 1; o: 3, 4 (rows of 3: x has (0,0),(0,1), o has (1,0),(1,1))
+        observation, reward, terminated, truncated = env.step(action)
+        rewards.append(reward)
+    assert rewards == [0.0] * 4 and env.to_play() == 0 and observation[-1] == 0
+    assert env.legal_actions() == [2, 5, 6, 7, 8]
+    # x completes the top row: +1 to the mover (player 0), and the game ends.
+    observation, reward, terminated, truncated = env.step(2)
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert env.state.returns() == [1.0, -1.0] and env.legal_actions() == []
+    assert env.to_play() == 1  # who would move next: 5 moves played
+    with pytest.raises(ValueError, match="action 5 is not legal here"):
+        env.step(5)
+
+
+def test_a_draw_gives_no_reward_and_a_loss_is_the_opponents_win():
+    env = OpenSpielEnvironment("tic_tac_toe")
+    env.reset()
+    # x o x / x o o / o x x: a full board with no line (OpenSpiel: returns [0, 0]).
+    rewards = [env.step(action)[1] for action in (0, 1, 2, 4, 3, 5, 7, 6, 8)]
+    assert rewards == [0.0] * 9 and env.state.is_terminal() and env.state.returns() == [0.0, 0.0]
+    # Player 1 (o) wins: its last move gets +1, from its own point of view.
+    env.reset()
+    rewards = [env.step(action)[1] for action in (0, 3, 1, 4, 8, 5)]
+    assert rewards[-1] == 1.0 and env.state.returns() == [-1.0, 1.0]
+
+
+def test_two_player_game_records_players_and_targets():
+    game = Game(9, 1.0, OpenSpielEnvironment("tic_tac_toe"))
+    for action in (0, 3, 1, 4, 2):
+        game.store_visit_statistics([1] * 9, 0.0)
+        game.apply(action)
+    # x (player 0) wins on move 5: players 0 1 0 1 0, then 1 would move.
+    assert game.players == [0, 1, 0, 1, 0, 1] and game.terminal()
+    values = [value for value, _, _ in game.make_target(0, 4, td_steps=9)]
+    assert values == [1.0, -1.0, 1.0, -1.0, 1.0]
+
+
+def test_pickled_state_continues_exactly():
+    env = OpenSpielEnvironment("connect_four(rows=5,columns=6)")
+    env.reset()
+    for action in (3, 3, 2):
+        env.step(action)
+    copy = pickle.loads(pickle.dumps(env))
+    assert copy.render() == env.render() and copy.legal_actions() == env.legal_actions()
+    assert copy.to_play() == env.to_play() == 1 and copy.action_space_size == 6
+    for action in (4, 1, 0):
+        a, b = env.step(action), copy.step(action)
+        np.testing.assert_array_equal(a[0], b[0])
+        assert a[1:] == b[1:]
+
+
+@pytest.mark.parametrize("game_id, fragment", [
+    ("openspiel:no_such_game", "openspiel:no_such_game: Unknown game 'no_such_game'"),
+    ("openspiel:kuhn_poker", "only two-player, turn-taking, perfect-information, deterministic, zero-sum games are "
+                             "supported (imperfect information, chance moves)"),
+    ("openspiel:catch", "(1 players"),
+    ("openspiel:connect_four(rows=5, columns=6)", "Unknown parameter ' columns'"),
+])
+def test_games_that_do_not_fit_are_refused(game_id, fragment):
+    with pytest.raises(EnvironmentSpecError) as error:
+        check_environment(GameConfig(id=game_id, action_space_size=9))
+    assert fragment in str(error.value)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("game.id=openspiel:no_such_game", "game.id: openspiel:no_such_game: Unknown game 'no_such_game'"),
+    ("game.id=openspiel:kuhn_poker", "game.id: openspiel:kuhn_poker: only two-player"),
+    ("game.action_space_size=7", "game.action_space_size: openspiel:tic_tac_toe has 9 actions, but "
+                                 "game.action_space_size is 7"),
+])
+def test_bad_board_games_exit_2_with_one_line(tmp_path, override, fragment):
+    result = muzero_command("train", "--config", TICTACTOE, "--set", override, "--logdir", str(tmp_path / "run"))
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], lines
+    assert not (tmp_path / "run").exists()
