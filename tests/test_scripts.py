@@ -51,3 +51,19 @@ def test_bench_scaling_prints_a_table(tmp_path):
     # One row for the local back end, one for 1 actor, whose efficiency is 1 by definition.
     assert [row.split(" | ")[0] for row in rows] == ["| local (in-process)", "| ray, 1 actor"]
     assert rows[1].endswith("| 1.00 |")
+
+
+def test_bench_boardgames_curve_and_plot_from_a_run(tictactoe_tiny_run, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_boardgames", ROOT / "scripts" / "bench_boardgames.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    # The shared run evaluated 4 games against the random player at step 20: one curve point,
+    # its fractions summing to 1 and its score win + draw / 2.
+    (point,) = bench.curve(tictactoe_tiny_run, seed=0)
+    assert (point["training_step"], point["opponent"]) == (20, "random")
+    assert point["win"] + point["draw"] + point["loss"] == 1.0
+    assert point["score"] == point["win"] + 0.5 * point["draw"]
+    bench.plot([point, dict(point, opponent="perfect")], tmp_path / "score.png", "test")
+    assert (tmp_path / "score.png").stat().st_size > 10_000

@@ -1,0 +1,142 @@
+"""Board games from scratch against OpenSpiel's bots and a perfect player, for a wall-time budget.
+
+    python scripts/bench_boardgames.py --game tictactoe --seeds 0 1 2 --minutes 15
+    python scripts/bench_boardgames.py --game connect4 --seeds 0 --minutes 60
+
+Each seed trains `configs/<game>.yaml` with the real command (`muzero train`) until the
+budget is spent, then stops it with SIGTERM (a final checkpoint, exit 0). The run's own
+evaluations (`run.eval_interval`, `run.eval_opponents`, `run.eval_games` games each, half
+as first player) give the curve; at the end the final checkpoint plays `--final-games`
+games against each of `--final-opponents` (default: the config's). Writes, under `--out`:
+
+* `<game>_seed<S>/`: the run folders;
+* `<game>_curve.csv`: seed, training step, wall seconds, opponent, win/draw/loss fractions, score;
+* `<game>_final.csv`: the final matches, per side;
+* `<game>_score.png`: score (win 1, draw 0.5) against wall time, one panel per opponent,
+  with the fraction of games lost against the perfect player where it was an opponent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = {"tictactoe": ROOT / "configs" / "tictactoe.yaml", "connect4": ROOT / "configs" / "connect4.yaml"}
+
+
+def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: list[str]) -> float:
+    """Trains until the budget is spent (or the run ends); returns the seconds it ran."""
+    command = [sys.executable, "-m", "muzero.cli", "train", "--config", str(config), "--logdir", str(run_dir),
+               "--set", f"run.seed={seed}", *(arg for s in settings for arg in ("--set", s))]
+    log = (run_dir.parent / f"{run_dir.name}.log").open("w")
+    started = time.time()
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=minutes * 60)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)  # a final checkpoint, then exit 0
+        process.wait()
+    if process.returncode != 0:
+        raise SystemExit(f"{run_dir}: training failed (exit {process.returncode}); see {log.name}")
+    return time.time() - started
+
+
+def final_matches(run_dir: Path, opponents: list[str], games: int) -> list[dict]:
+    rows = []
+    for opponent in opponents:
+        table = run_dir / f"final-{opponent.replace(':', '_')}.csv"
+        result = subprocess.run([sys.executable, "-m", "muzero.cli", "evaluate", "--run", str(run_dir), "--opponent",
+                                 opponent, "--games", str(games), "--csv", str(table)], capture_output=True, text=True,
+                                check=False)
+        if result.returncode != 0:
+            raise SystemExit(f"{run_dir}: evaluation against {opponent} failed: {result.stderr[-500:]}")
+        print(result.stdout.strip())
+        rows += [dict(row, run=run_dir.name) for row in csv.DictReader(table.open())]
+    return rows
+
+
+def curve(run_dir: Path, seed: int) -> list[dict]:
+    """The run's evaluations against opponents, both sides summed, as fractions."""
+    path = run_dir / "eval_opponents.csv"
+    totals: dict[tuple, dict] = defaultdict(lambda: defaultdict(float))
+    for row in csv.DictReader(path.open()) if path.is_file() else []:
+        key = (int(row["training_step"]), float(row["wall_seconds"]), row["opponent"])
+        for column in ("games", "win", "draw", "loss"):
+            totals[key][column] += float(row[column])
+    out = []
+    for (step, wall, opponent), t in sorted(totals.items()):
+        out.append({"seed": seed, "training_step": step, "wall_seconds": wall, "opponent": opponent,
+                    "win": t["win"] / t["games"], "draw": t["draw"] / t["games"], "loss": t["loss"] / t["games"],
+                    "score": (t["win"] + 0.5 * t["draw"]) / t["games"]})
+    return out
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    opponents = sorted({row["opponent"] for row in rows})
+    fig, axes = plt.subplots(1, len(opponents), figsize=(5 * len(opponents), 3.8), squeeze=False)
+    for axis, opponent in zip(axes[0], opponents):
+        for seed in sorted({row["seed"] for row in rows}):
+            points = [row for row in rows if row["opponent"] == opponent and row["seed"] == seed]
+            minutes = [row["wall_seconds"] / 60 for row in points]
+            axis.plot(minutes, [row["score"] for row in points], marker=".", label=f"seed {seed}: score")
+            if opponent == "perfect":
+                axis.plot(minutes, [row["loss"] for row in points], linestyle="--", label=f"seed {seed}: lost")
+        axis.set(title=f"against {opponent}", xlabel="wall time (minutes)", ylim=(-0.02, 1.02))
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--game", choices=sorted(CONFIGS), default="tictactoe")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--minutes", type=float, default=15.0, help="training budget per seed")
+    parser.add_argument("--final-opponents", nargs="*", default=None, help="default: the config's eval opponents")
+    parser.add_argument("--final-games", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_boardgames")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides")
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    from muzero.config_io import load_config
+
+    config = load_config(CONFIGS[args.game], args.set)
+    opponents = args.final_opponents if args.final_opponents is not None else list(config.run.eval_opponents)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows, finals = [], []
+    for seed in args.seeds:
+        run_dir = args.out / f"{args.game}_seed{seed}"
+        seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
+        print(f"{run_dir.name}: trained for {seconds / 60:.1f} minutes")
+        rows += curve(run_dir, seed)
+        finals += final_matches(run_dir, opponents, args.final_games)
+    with open(args.out / f"{args.game}_curve.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["seed"])
+        writer.writeheader()
+        writer.writerows(rows)
+    with open(args.out / f"{args.game}_final.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(finals[0]) if finals else ["run"])
+        writer.writeheader()
+        writer.writerows(finals)
+    if rows:
+        plot(rows, args.out / f"{args.game}_score.png", f"{args.game}: {args.minutes:g} minutes per seed, 2-core CPU")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
