@@ -10,6 +10,7 @@ import argparse
 import importlib.util
 import logging as std_logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -17,8 +18,16 @@ from pathlib import Path
 from absl import app, logging
 from absl.flags import argparse_flags
 
-from muzero.config_io import ConfigError, load_config
-from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, complete_steps
+from muzero.config_io import BUILTIN_DEFAULTS, ConfigError, load_config
+from muzero.run_dir import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    LOCK_FILE,
+    RunDirInUse,
+    complete_steps,
+    create_run_dir,
+    lock_run_dir,
+)
 
 EXIT_USAGE = 2
 EXIT_STOPPED = 1
@@ -29,6 +38,19 @@ class UsageError(Exception):
     """Bad input found by the CLI; printed as one line, exit status 2."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM before the training loop takes over the signals (start-up: TensorFlow
+    loading, a checkpoint being restored); a KeyboardInterrupt, so Ctrl-C handlers still catch it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame) -> None:
+    raise Interrupted(signum)
+
+
 def parse_flags(argv: list[str]) -> argparse.Namespace:
     # allow_abbrev=False: absl's own flags (--run_with_pdb, ...) must not make --run ambiguous.
     parser = argparse_flags.ArgumentParser(prog="muzero", description="MuZero trainer (TensorFlow 2).",
@@ -37,7 +59,8 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
 
     train = commands.add_parser("train", help="train from a YAML config")
     train.add_argument("--config", default=None,
-                       help=f"YAML config file (default: {DEFAULT_CONFIG}, or the run's own config with --resume)")
+                       help=f"YAML config file, or '{BUILTIN_DEFAULTS}' for the built-in defaults (default: "
+                            f"{DEFAULT_CONFIG}, or the run's own config with --resume)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key, e.g. --set train.batch_size=64 (repeatable)")
     train.add_argument("--logdir", default=None,
@@ -45,6 +68,9 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
     train.add_argument("--resume", default=None, metavar="RUN_DIR",
                        help="continue RUN_DIR from its newest complete checkpoint (same step counter, "
                             "learning-rate position, replay contents and TensorBoard run)")
+    train.add_argument("--step", type=int, default=None, metavar="N",
+                       help="with --resume: continue from the complete checkpoint at training step N instead; "
+                            "the newer ones are moved to RUN_DIR/checkpoints/set-aside-<date-time>/")
     train.add_argument("--backend", choices=("local", "ray"), default="local",
                        help="where self-play runs: 'local' (this process, default) or 'ray' (actors.num_actors "
                             "self-play actors on Ray; the learner stays here)")
@@ -73,22 +99,54 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
 
 
 def prepare_run_dir(logdir: Path) -> None:
-    """Creates `logdir`, refusing one that holds files or cannot be written."""
+    """Creates `logdir` and makes this process its owner, refusing one that holds files, is in
+    use by another process or cannot be written."""
     if logdir.exists() and not logdir.is_dir():
         raise UsageError(f"{logdir}: run directory path exists and is not a directory")
-    if logdir.is_dir() and any(logdir.iterdir()):
-        raise UsageError(f"{logdir}: run directory already holds files; choose a new --logdir")
+    # No lock file is left in a folder of someone else's files; in a run's folder the lock
+    # comes first, so that a run still writing there is the one named.
+    if not (logdir / LOCK_FILE).exists():
+        _check_empty(logdir)
     try:
         logdir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UsageError(f"{logdir}: cannot write run directory ({error.strerror})") from None
+    _hold(logdir)
+    _check_empty(logdir)
     _check_writable(logdir)
+
+
+def _check_empty(run_dir: Path) -> None:
+    if run_dir.is_dir() and any(entry.name != LOCK_FILE for entry in run_dir.iterdir()):
+        raise UsageError(f"{run_dir}: run directory already holds files; choose a new --logdir")
+
+
+def _new_run_dir(config_path: str) -> Path:
+    """runs/<config name>-<date-time>, created exclusively (-2, -3, ... when runs start in the same second)."""
+    try:
+        logdir = create_run_dir(Path("runs"), f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    except OSError as error:
+        raise UsageError(f"runs: cannot create the run directory ({error.strerror})") from None
+    _hold(logdir)
+    return logdir
+
+
+def _hold(run_dir: Path) -> None:
+    """Makes this process the owner of `run_dir` (muzero.run_dir.lock_run_dir), or names the owner."""
+    try:
+        lock_run_dir(run_dir)
+    except RunDirInUse as error:
+        raise UsageError(str(error)) from None
+    except OSError as error:
+        raise UsageError(f"{run_dir}: cannot write run directory ({error.strerror})") from None
 
 
 def command_train(args: argparse.Namespace) -> int:
     from muzero.envs import EnvironmentSpecError, check_environment
 
     _check_backend(args)
+    if args.step is not None and args.resume is None:
+        raise UsageError("--step: only with --resume")
     if args.resume is not None:
         if args.logdir is not None:
             raise UsageError("--logdir and --resume: give one (a resumed run stays in its own directory)")
@@ -98,16 +156,17 @@ def command_train(args: argparse.Namespace) -> int:
         config_path = args.config or DEFAULT_CONFIG
         config = load_config(config_path, args.set)
         where = config_path
-        logdir = Path(args.logdir) if args.logdir else \
-            Path("runs") / f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         spec = check_environment(config.game)
     except EnvironmentSpecError as error:
         raise UsageError(f"{where}: {error.key}: {error}") from None
-    if args.resume is None:
+    if args.resume is not None:
+        _check_writable(logdir)
+    elif args.logdir:
+        logdir = Path(args.logdir)
         prepare_run_dir(logdir)
     else:
-        _check_writable(logdir)
+        logdir = _new_run_dir(config_path)
 
     from muzero.actors import ClusterError
     from muzero.checkpoints import CheckpointError
@@ -116,7 +175,7 @@ def command_train(args: argparse.Namespace) -> int:
     logging.info("run directory %s; watch it with: tensorboard --logdir %s", logdir, logdir.parent)
     try:
         result = train(config, logdir, spec, resume=args.resume is not None, backend=args.backend,
-                       ray_address=args.ray_address)
+                       ray_address=args.ray_address, resume_step=args.step)
     except (CheckpointError, ClusterError) as error:
         raise UsageError(str(error)) from None
     except RunStopped as error:
@@ -162,8 +221,13 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
 
     if not (run_dir / CONFIG_FILE).is_file():
         raise UsageError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
-    if not complete_steps(run_dir / CHECKPOINT_DIR):
+    _hold(run_dir)  # before anything is printed: a run still writing here is the one message
+    steps = complete_steps(run_dir / CHECKPOINT_DIR)
+    if not steps:
         raise UsageError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint to resume from")
+    if args.step is not None and args.step not in steps:
+        raise UsageError(f"--step {args.step}: no complete checkpoint at that step in {run_dir / CHECKPOINT_DIR} "
+                         f"(complete: {', '.join(map(str, sorted(steps)))})")
     saved = load_config(run_dir / CONFIG_FILE)
     config = load_config(args.config or run_dir / CONFIG_FILE, args.set)
 
@@ -334,13 +398,31 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, UsageError) as error:
         print(f"muzero {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except Interrupted as stop:
+        return _stopped_by(stop, args.command)
+
+
+def _stopped_by(stop: Interrupted, command: str | None) -> int:
+    """One line, and the shell's status for a process ended by the signal: 128 + its number."""
+    # `train` hands the signals to its training loop once it runs; before that is start-up.
+    when = "" if command in ("evaluate", "play") else " during start-up"
+    print(f"muzero{f' {command}' if command else ''}: stopped by {signal.Signals(stop.signum).name}{when}",
+          file=sys.stderr)
+    return 128 + stop.signum
 
 
 def run() -> None:
     """Console-script entry point."""
     # TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) hides the progress lines.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    app.run(main, flags_parser=parse_flags)
+    # Until the training loop installs its own handlers (stop after the step, final
+    # checkpoint), SIGINT and SIGTERM end the process with one line, not a traceback.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
+    try:
+        app.run(main, flags_parser=parse_flags)
+    except Interrupted as stop:  # before main: parsing the flags
+        sys.exit(_stopped_by(stop, None))
 
 
 if __name__ == "__main__":

@@ -216,8 +216,12 @@ class RunConfig:
     eval_games: int = field(default=100, metadata=_range(min=2))
     # Gradient-norm summaries (grad/...) every this many training steps; 0: off.
     grad_summary_interval: int = field(default=0, metadata=_range(min=0))
-    # Checkpoints kept on disk by tf.train.CheckpointManager.
+    # The newest complete checkpoints kept on disk (muzero/checkpoints.py).
     max_checkpoints: int = field(default=3, metadata=_range(min=1))
+    # Besides those, the first checkpoint at or after every multiple of this many training
+    # steps is kept for good, so that a run that slowly diverged has older points to go
+    # back to (TensorFlow's keep_checkpoint_every_n_hours, in steps); 0: off.
+    keep_checkpoint_every_steps: int = field(default=0, metadata=_range(min=0))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,9 @@ import yaml
 
 from muzero.config import MuZeroConfig
 
+# `--config defaults`: the built-in defaults, asked for by name (an empty file is refused).
+BUILTIN_DEFAULTS = "defaults"
+
 
 class ConfigError(ValueError):
     """A configuration problem; `str(error)` is one line naming where and what."""
@@ -32,23 +35,30 @@ class ConfigError(ValueError):
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> MuZeroConfig:
-    """Reads a YAML file (or the defaults when `path` is None) and applies `--set` overrides.
+    """Reads a YAML file (or the defaults) and applies `--set` overrides.
 
     Args:
-      path: YAML file; every key must be a field of `MuZeroConfig`'s sections.
+      path: YAML file; every key must be a field of `MuZeroConfig`'s sections. None, or
+        the word `defaults` (`--config defaults`; ./defaults names a file of that name):
+        the built-in defaults.
       overrides: strings "dotted.key=value"; the value is parsed as YAML.
 
     Raises:
-      ConfigError: on a missing or malformed file, an unknown key, a wrong type or an
-        out-of-range value.
+      ConfigError: on a missing, empty, non-UTF-8 or malformed file, an unknown key, a
+        wrong type or an out-of-range value.
     """
+    if str(path) == BUILTIN_DEFAULTS:
+        path = None
     where = str(path) if path is not None else "<defaults>"
     raw: dict = {}
     if path is not None:
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ConfigError(where, "", "file not found") from None
+        except UnicodeDecodeError as error:
+            raise ConfigError(where, "", f"not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+                              f"{error.start}); expected a YAML file") from None
         except OSError as error:
             raise ConfigError(where, "", f"cannot read file ({error.strerror})") from None
         try:
@@ -58,8 +68,9 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> MuZer
             place = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
             problem = getattr(error, "problem", None) or "invalid YAML"
             raise ConfigError(where, "", f"malformed YAML: {place}{problem}") from None
-        if loaded is None:
-            loaded = {}
+        if loaded is None:  # an empty file is more likely a mistake than a wish for the defaults
+            raise ConfigError(where, "", f"empty config (no sections); to train on the built-in defaults, say so: "
+                              f"--config {BUILTIN_DEFAULTS}")
         if not isinstance(loaded, dict):
             raise ConfigError(where, "", f"expected a mapping of sections at top level, got {_kind(loaded)}")
         raw = loaded
@@ -68,8 +79,10 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> MuZer
     origins: dict[str, str] = {}
     for override in overrides:
         key_path, value = _parse_override(override)
-        _set_path(raw, key_path, value, override)
+        created = _set_path(raw, key_path, value, override)
         origins[key_path] = f"--set {override}"
+        if created:  # a section only this --set names: its errors ("unknown key") are the --set's
+            origins.setdefault(created, f"--set {override}")
 
     def where_of(key_path: str) -> str:
         for overridden, origin in origins.items():
@@ -135,18 +148,22 @@ def _parse_override(override: str) -> tuple[str, Any]:
     return key_path.strip(), value
 
 
-def _set_path(raw: dict, key_path: str, value: Any, override: str) -> None:
+def _set_path(raw: dict, key_path: str, value: Any, override: str) -> str | None:
+    """Sets `raw[key_path]`; returns the shallowest section it had to create (None: none)."""
     node = raw
     parts = key_path.split(".")
+    created = None
     for depth, part in enumerate(parts[:-1]):
         child = node.get(part)
         if child is None:
             child = node[part] = {}
+            created = created or ".".join(parts[: depth + 1])
         if not isinstance(child, dict):
             prefix = ".".join(parts[: depth + 1])
             raise ConfigError(f"--set {override}", prefix, f"is {_kind(child)}, cannot set a key inside it")
         node = child
     node[parts[-1]] = value
+    return created
 
 
 def _kind(value: Any) -> str:

@@ -1,15 +1,22 @@
 """The layout of a run directory, readable without TensorFlow.
 
     RUN_DIR/config.yaml          the resolved config
+    RUN_DIR/lock                 the owner's lock: pid and host of the process writing the run
     RUN_DIR/events.out.tfevents.* TensorBoard
     RUN_DIR/eval.csv             greedy evaluations
     RUN_DIR/checkpoints/         ckpt-S.{index,data-*}, state-S.pkl, ckpt-S.complete
+
+A run directory has one owner: the process that holds the OS lock on RUN_DIR/lock
+(`lock_run_dir`). Readers (`muzero evaluate`) take no lock.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -17,6 +24,73 @@ from typing import BinaryIO
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 EVAL_FILE = "eval.csv"
+LOCK_FILE = "lock"
+
+# Run directories this process owns: resolved path -> the open lock file. A second flock on
+# another descriptor of the same file would conflict with our own, so each is taken once.
+_held: dict[Path, int] = {}
+
+
+class RunDirInUse(RuntimeError):
+    """Another process owns the run directory; `str(error)` is one line naming it."""
+
+
+def lock_run_dir(run_dir: Path) -> None:
+    """Makes this process the owner of `run_dir` until it exits (a no-op if it already is).
+
+    The lock is `flock` on RUN_DIR/lock, so the kernel releases it when the process ends,
+    however it ends (kill -9 included); the file stays, and says which process holds it:
+    its pid and host, written after the lock is taken.
+
+    Raises:
+      RunDirInUse: another process holds the lock.
+      OSError: the lock file cannot be created.
+    """
+    key = run_dir.resolve()
+    if key in _held:
+        return
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise RunDirInUse(f"{run_dir}: in use by {holder} (a run directory has one writer at a time)") from None
+    except OSError:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+              .encode(), 0)
+    _held[key] = fd
+
+
+def _holder(fd: int) -> str:
+    """What the lock file says about its holder; it may be a moment before the holder has written it."""
+    for _ in range(20):
+        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+        if text:
+            return text
+        time.sleep(0.05)
+    return "another process"
+
+
+def create_run_dir(parent: Path, name: str) -> Path:
+    """Creates a new directory parent/NAME, or NAME-2, NAME-3, ... when that one exists.
+
+    Each is created exclusively (mkdir fails if it exists), so runs started in the same
+    second under the same default name get folders of their own.
+    """
+    parent.mkdir(parents=True, exist_ok=True)
+    path, n = parent / name, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = parent / f"{name}-{n}"
+
 
 _MARKER = re.compile(r"^ckpt-(\d+)\.complete$")
 
@@ -44,13 +118,21 @@ def write_atomically(path: Path, data: bytes | str | Callable[[BinaryIO], None])
 
     Args:
       data: the contents, or a function that writes them to the open binary file.
+
+    Raises:
+      OSError: the write failed (disk full, ...); the temporary file is removed and `path`
+        is as it was.
     """
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        if callable(data):
-            data(f)
-        else:
-            f.write(data.encode() if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -29,7 +29,7 @@ from muzero.envs import EnvironmentSpec, make_environments
 from muzero.evaluation import Evaluator
 from muzero.progress import ProgressReporter
 from muzero.replay import Batch, ReplayBuffer
-from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, write_atomically
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, lock_run_dir, write_atomically
 from muzero.run_state import RunState, seed_everything
 from muzero.search import make_searcher
 from muzero.selfplay import LocalSelfPlay, SelfPlaySource, SelfPlayStopped
@@ -79,9 +79,12 @@ class Trainer:
 
     Args:
       config: validated configuration.
-      run_dir: created and writable.
+      run_dir: writable (created if missing); this process becomes its owner
+        (`muzero.run_dir.lock_run_dir`) if it is not already.
       spec: what the game is (`muzero.envs.check_environment`).
-      resume: restore the newest complete checkpoint of `run_dir`.
+      resume: restore the newest complete checkpoint of `run_dir` that loads; the ones after
+        it are set aside (`Checkpointer.set_aside_after`).
+      resume_step: with `resume`: restore the complete checkpoint at this training step instead.
       batch_hook: tests only: transforms each sampled batch (fault injection).
       backend: "local" (self-play in this process) or "ray" (self-play actors, `muzero.actors`).
       ray_address: with "ray": the cluster to join; None starts a local one.
@@ -89,13 +92,15 @@ class Trainer:
 
     def __init__(self, config: MuZeroConfig, run_dir: Path, spec: EnvironmentSpec, resume: bool = False,
                  batch_hook: Callable[[Batch], Batch] | None = None, backend: str = "local",
-                 ray_address: str | None = None):
+                 ray_address: str | None = None, resume_step: int | None = None):
         from muzero.checkpoints import Checkpointer
         from muzero.networks import make_network
         from muzero.summaries import Summaries
         from muzero.training import Learner
 
         self.config, self.run_dir, self.batch_hook = config, run_dir, batch_hook
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock_run_dir(run_dir)
         seed = config.run.seed
         # Ray first, so that a cluster that cannot be joined stops the run before it starts.
         source = make_selfplay_source(config, spec, backend, ray_address, seed) if backend == "ray" else None
@@ -110,12 +115,16 @@ class Trainer:
         self.storage = SharedStorage(config.action_space_size)
         self.replay_buffer = ReplayBuffer(config, self.state.rng)
         self.checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, self.network, self.learner.optimizer,
-                                         config.run.max_checkpoints)
+                                         config.run.max_checkpoints, config.run.keep_checkpoint_every_steps)
         self.summaries = None
         self.evaluator = Evaluator(config, run_dir, spec, None, seed)
         self.last_saved_step = -1
         if resume:
-            step, state = self.checkpointer.restore()
+            step, state = self.checkpointer.restore(resume_step)
+            set_aside = self.checkpointer.set_aside_after(step)
+            if set_aside is not None:
+                logging.warning("the checkpoints after training step %d are set aside in %s (move them back into "
+                                "%s to resume from them)", step, set_aside, self.checkpointer.directory)
             self._load_state(state)
             self.last_saved_step = step
             logging.info("resumed from %s at training step %d (%d games, %d moves)",
@@ -156,7 +165,12 @@ class Trainer:
         self.storage.save_network(self.learner.training_step, self.network)
         step = self.learner.training_step
         if step != self.last_saved_step:
-            self.checkpointer.save(step, self._state())
+            from muzero.checkpoints import CheckpointWriteError
+
+            try:
+                self.checkpointer.save(step, self._state())
+            except CheckpointWriteError as error:  # disk full: the run cannot go on, nothing is lost
+                raise RunStopped(str(error)) from None
             self.last_saved_step = step
 
     # ----- the loop -----
@@ -299,6 +313,7 @@ class Trainer:
 
 
 def train(config: MuZeroConfig, run_dir: Path, spec: EnvironmentSpec, resume: bool = False,
-          backend: str = "local", ray_address: str | None = None) -> dict:
+          backend: str = "local", ray_address: str | None = None, resume_step: int | None = None) -> dict:
     """Runs (or resumes) training in `run_dir`; see `Trainer`."""
-    return Trainer(config, run_dir, spec, resume=resume, backend=backend, ray_address=ray_address).run()
+    return Trainer(config, run_dir, spec, resume=resume, backend=backend, ray_address=ray_address,
+                   resume_step=resume_step).run()

@@ -32,3 +32,9 @@ def copy_run(run_dir: Path, destination: Path) -> Path:
     """A copy of a shared run, for a test that changes it."""
     shutil.copytree(run_dir, destination)
     return destination
+
+
+def checkpoint_files(*steps: int) -> set[str]:
+    """What RUN/checkpoints holds when exactly the checkpoints at `steps` are on disk, complete."""
+    return {"checkpoint"} | {name for step in steps for name in (
+        f"ckpt-{step}.complete", f"ckpt-{step}.data-00000-of-00001", f"ckpt-{step}.index", f"state-{step}.pkl")}

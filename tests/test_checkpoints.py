@@ -2,28 +2,39 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from muzero.checkpoints import Checkpointer, CheckpointError
+from muzero import checkpoints
+from muzero.checkpoints import Checkpointer, CheckpointError, CheckpointWriteError
 from muzero.config_io import load_config
 from muzero.envs import EnvironmentSpec
 from muzero.networks.mlp import MLPNetwork
 from muzero.run_dir import complete_steps
 from muzero.runner import RunStopped, Trainer
 from muzero.training import Learner
+from tests.helpers import TINY, checkpoint_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _checkpointer(tmp_path: Path, max_to_keep: int = 3):
+def _checkpointer(tmp_path: Path, max_to_keep: int = 3, keep_every_steps: int = 0):
     config = load_config(ROOT / "configs" / "tiny.yaml")
     network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
     learner = Learner(config, network)
-    return Checkpointer(tmp_path / "checkpoints", network, learner.optimizer, max_to_keep), network
+    return Checkpointer(tmp_path / "checkpoints", network, learner.optimizer, max_to_keep, keep_every_steps), network
+
+
+def _names(directory: Path) -> set[str]:
+    return {entry.name for entry in directory.iterdir()}
 
 
 def test_save_restore_and_keep_newest(tmp_path):
@@ -34,8 +45,11 @@ def test_save_restore_and_keep_newest(tmp_path):
         checkpointer.save(step, {"step": step})
         values[step] = network.trainable_variables[0].numpy().copy()
     # max_to_keep 2: 10 is gone with its marker and state.
-    assert complete_steps(tmp_path / "checkpoints") == [30, 20]
-    assert not list((tmp_path / "checkpoints").glob("*-10.*"))
+    directory = tmp_path / "checkpoints"
+    assert complete_steps(directory) == [30, 20]
+    assert _names(directory) == checkpoint_files(20, 30)
+    # TensorFlow's index, rewritten from the markers for TensorFlow's tools.
+    assert tf.train.latest_checkpoint(str(directory)) == str(directory / "ckpt-30")
     network.trainable_variables[0].assign(np.zeros(network.trainable_variables[0].shape, np.float32))
     step, state = checkpointer.restore()
     assert (step, state) == (30, {"step": 30})
@@ -52,8 +66,150 @@ def test_pieces_without_marker_are_ignored_and_removed(tmp_path):
     assert complete_steps(directory) == [10]
     fresh, _ = _checkpointer(tmp_path)
     assert fresh.restore()[0] == 10
-    assert fresh.manager is not None  # opening the manager (before a first save) cleans up
+    fresh.prune()  # what every save does after its marker
     assert sorted(p.name for p in directory.iterdir() if "20" in p.name or "30" in p.name) == []
+
+
+def test_a_garbled_tensorflow_index_changes_nothing(tmp_path):
+    checkpointer, _ = _checkpointer(tmp_path)  # max_to_keep 3
+    for step in (10, 20, 30):
+        checkpointer.save(step, {"step": step})
+    directory = tmp_path / "checkpoints"
+    (directory / "checkpoint").write_bytes(b"\x00garbage{\xff")
+    fresh, _ = _checkpointer(tmp_path)
+    assert fresh.restore() == (30, {"step": 30})
+    fresh.save(40, {"step": 40})
+    fresh.save(50, {"step": 50})
+    # By their markers the complete ones are 50, 40, 30, 20, 10: the newest three stay, whole;
+    # 10 and 20 go whole (no .data/.index left behind); the index is sound again.
+    assert _names(directory) == checkpoint_files(30, 40, 50)
+    assert tf.train.latest_checkpoint(str(directory)) == str(directory / "ckpt-50")
+
+
+def test_rotation_counts_complete_checkpoints_only_and_removes_orphans(tmp_path):
+    checkpointer, _ = _checkpointer(tmp_path)  # max_to_keep 3
+    for step in (10, 20, 30):
+        checkpointer.save(step, {"step": step})
+    directory = tmp_path / "checkpoints"
+    # A save killed before its marker (40), a marker whose files are gone (35), a killed
+    # temporary, and TensorFlow's folder of a write killed (or out of space) at 45.
+    for name in ("ckpt-40.index", "ckpt-40.data-00000-of-00001", "state-40.pkl", "ckpt-35.complete",
+                 "state-45.pkl.tmp"):
+        (directory / name).write_bytes(b"partial")
+    (directory / "ckpt-45_temp").mkdir()
+    (directory / "ckpt-45_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"partial")
+    checkpointer.save(50, {"step": 50})
+    # Complete: 50, 30, 20, 10 (35 and 40 do not count). The newest three are 50, 30, 20: 20
+    # stays although three checkpoints were begun after it; 10 goes; no piece of 35, 40, 45 is left.
+    assert _names(directory) == checkpoint_files(20, 30, 50)
+
+
+def test_keep_checkpoint_every_steps_keeps_older_points_for_good(tmp_path):
+    checkpointer, _ = _checkpointer(tmp_path, max_to_keep=2, keep_every_steps=25)
+    for step in range(10, 90, 10):
+        checkpointer.save(step, {"step": step})
+    # The newest two: 80, 70. For good, the first at or after each multiple of 25: 30 (>= 25),
+    # 50 (>= 50), 80 (>= 75). Gone: 10, 20 (before 25), 40, 60.
+    assert complete_steps(tmp_path / "checkpoints") == [80, 70, 50, 30]
+
+
+def test_an_older_resume_sets_the_newer_checkpoints_aside(tmp_path):
+    checkpointer, _ = _checkpointer(tmp_path)
+    for step in (10, 20, 30):
+        checkpointer.save(step, {"step": step})
+    directory = tmp_path / "checkpoints"
+    assert checkpointer.restore(20) == (20, {"step": 20})
+    assert checkpointer.restore(10) == (10, {"step": 10})
+    folder = checkpointer.set_aside_after(10)
+    assert folder.parent == directory and folder.name.startswith("set-aside-")
+    assert complete_steps(directory) == [10] and complete_steps(folder) == [30, 20]
+    assert checkpointer.set_aside_after(10) is None
+    with pytest.raises(CheckpointError, match="no complete checkpoint at step 20"):
+        checkpointer.restore(20)
+    # The run goes on from 10; its new step 20 and the rotation leave the set-aside ones alone.
+    checkpointer.save(20, {"step": "new 20"})
+    assert complete_steps(directory) == [20, 10] and complete_steps(folder) == [30, 20]
+    assert checkpointer.restore() == (20, {"step": "new 20"})
+
+
+def _full_disk_after(nbytes: int):
+    """A writer for `write_atomically` that writes `nbytes` bytes, then finds the disk full."""
+    def write(f):
+        f.write(b"x" * nbytes)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    return write
+
+
+def _tensorflow_full_disk(self, prefix: str):
+    """`tf.train.Checkpoint.write` on a full disk, as TensorFlow 2.21 fails on a full tmpfs: its
+    temporary folder is left behind and a ResourceExhaustedError names the part file."""
+    part = f"{prefix}_temp/part-00000-of-00001.data-00000-of-00001.tempstate1"
+    Path(part).parent.mkdir()
+    Path(part).write_bytes(b"partial")
+    raise tf.errors.ResourceExhaustedError(None, None, "{{function_node __wrapped__SaveV2_dtypes_2_device_/job:"
+                                           f"localhost/replica:0/task:0/device:CPU:0}}}} {part}; No space left on "
+                                           "device [Op:SaveV2]")
+
+
+@pytest.mark.parametrize("failing", ["state-20.pkl", "ckpt-20_temp/part-00000-of-00001.data-00000-of-00001.tempstate1",
+                                     "ckpt-20.complete"], ids=["state", "tensorflow", "marker"])
+def test_a_full_disk_leaves_no_piece_and_names_the_last_complete_checkpoint(tmp_path, monkeypatch, failing):
+    checkpointer, _ = _checkpointer(tmp_path)
+    checkpointer.save(10, {"step": 10})
+    directory = tmp_path / "checkpoints"
+    if failing.startswith("ckpt-20_temp"):
+        monkeypatch.setattr(tf.train.Checkpoint, "write", _tensorflow_full_disk)
+    else:
+        write_atomically = checkpoints.write_atomically
+        monkeypatch.setattr(checkpoints, "write_atomically", lambda path, data: write_atomically(
+            path, _full_disk_after(1000) if path.name == failing else data))
+    with pytest.raises(CheckpointWriteError) as info:
+        checkpointer.save(20, {"step": 20})
+    # One line: the step, the file, the checkpoint to resume from.
+    assert str(info.value) == (f"cannot write the checkpoint at training step 20: {directory / failing}"
+                               f"{';' if 'temp' in failing else ':'} No space left on device; the last complete "
+                               f"checkpoint is {directory / 'ckpt-10'}")
+    # Nothing of step 20 is left (no temporary, no TensorFlow folder); 10 is intact and loads.
+    assert _names(directory) == checkpoint_files(10)
+    monkeypatch.undo()
+    assert _checkpointer(tmp_path)[0].restore() == (10, {"step": 10})
+
+
+# `muzero train ARGS` whose disk is full when the state of step 10 is half written.
+_FULL_DISK_AT_STEP_10 = """
+import errno, sys
+from muzero import checkpoints
+from muzero.cli import run
+
+def full_disk(f):
+    f.write(b"x" * 1000)
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+write_atomically = checkpoints.write_atomically
+checkpoints.write_atomically = lambda path, data: write_atomically(
+    path, full_disk if path.name == "state-10.pkl" else data)
+sys.argv = ["muzero", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_cli_with_one_line_and_the_last_checkpoint_loads(tmp_path):
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-c", _FULL_DISK_AT_STEP_10, "train", "--config", TINY, "--logdir",
+                             str(run_dir), "--set", "train.training_steps=10", "--set", "train.checkpoint_interval=5"],
+                            cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), capture_output=True, text=True,
+                            timeout=300, check=False, stdin=subprocess.DEVNULL)
+    # A checkpoint every 5 steps: 5 is written, 10 fails. Exit 1 (the run stopped), one line.
+    directory = run_dir / "checkpoints"
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"muzero train: stopped: cannot write the checkpoint at training step 10: {directory / 'state-10.pkl'}: "
+        f"No space left on device; the last complete checkpoint is {directory / 'ckpt-5'}")
+    assert _names(directory) == checkpoint_files(5)
+    assert _checkpointer(run_dir)[0].restore()[0] == 5  # the run's own network and optimizer (configs/tiny.yaml)
 
 
 def test_corrupted_newest_is_named_and_previous_used(tmp_path, caplog):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,10 +60,15 @@ def _assert_usage_error(result: subprocess.CompletedProcess, *fragments: str) ->
     ("train:\n  batch_size: eight\n", ["train.batch_size: expected an integer"]),
     ("game:\n  discount: 2\n", ["game.discount: expected a value <= 1.0, got 2"]),
     ("game: [\n", ["malformed YAML"]),
-])
+    # Not text: a PNG's signature starts with byte 0x89, which UTF-8 never starts a character with.
+    (b"\x89PNG\r\n\x1a\n\x00\x00", ["not UTF-8 text (byte 0x89 at offset 0); expected a YAML file"]),
+    # Nothing, or only comments: refused, not trained on the built-in defaults.
+    ("", ["empty config (no sections); to train on the built-in defaults, say so: --config defaults"]),
+    ("# train:\n#   batch_size: 8\n", ["empty config (no sections)"]),
+], ids=["unknown_key", "wrong_type", "out_of_range", "malformed", "binary", "empty", "only_comments"])
 def test_bad_yaml_exits_2_and_writes_nothing(tmp_path, text, fragments):
     config = tmp_path / "bad.yaml"
-    config.write_text(text)
+    config.write_bytes(text if isinstance(text, bytes) else text.encode())
     result = muzero("train", "--config", str(config), "--logdir", str(tmp_path / "run"))
     _assert_usage_error(result, str(config), *fragments)
     assert not (tmp_path / "run").exists()
@@ -70,10 +78,12 @@ def test_bad_yaml_exits_2_and_writes_nothing(tmp_path, text, fragments):
     ("train.batch_sise=8", "unknown key (did you mean 'batch_size'?)"),
     ("train.batch_size=eight", "expected an integer"),
     ("search.num_simulations=0", "expected a value >= 1, got 0"),
+    # A section that only the --set names: the --set is to blame, not configs/tiny.yaml.
+    ("nosuch.x=3", "nosuch: unknown key"),
 ])
 def test_bad_set_exits_2(tmp_path, override, fragment):
     result = muzero("train", "--config", TINY, "--set", override, "--logdir", str(tmp_path / "run"))
-    _assert_usage_error(result, f"--set {override}", fragment)
+    _assert_usage_error(result, f"muzero train: error: --set {override}: ", fragment)
     assert not (tmp_path / "run").exists()
 
 
@@ -103,6 +113,38 @@ def test_evaluate_errors(tmp_path):
     _assert_usage_error(muzero("evaluate", "--run", str(tmp_path / "nope")), "not a run directory")
     result = muzero("evaluate", "--run", str(tmp_path), "--episodes", "0")
     _assert_usage_error(result, "--episodes: expected an integer >= 1")
+
+
+def test_a_garbled_run_config_exits_2(tmp_path):
+    # A run directory with a complete checkpoint (as far as file names go) and a config.yaml of bytes.
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    for name in ("ckpt-5.complete", "ckpt-5.index", "ckpt-5.data-00000-of-00001", "state-5.pkl"):
+        (run_dir / "checkpoints" / name).write_bytes(b"")
+    (run_dir / "config.yaml").write_bytes(b"game:\n  id: \xff\xfe\n")
+    # Byte 0xff at offset 12 ("game:\n  id: " is 12 bytes).
+    fragment = f"{run_dir / 'config.yaml'}: not UTF-8 text (byte 0xff at offset 12)"
+    _assert_usage_error(muzero("evaluate", "--run", str(run_dir)), "muzero evaluate: error: " + fragment)
+    _assert_usage_error(muzero("train", "--resume", str(run_dir)), "muzero train: error: " + fragment)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_start_up_is_one_line_and_the_shells_status(tmp_path, signum):
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "muzero.cli", "train", "--config", TINY, "--logdir",
+                                str(run_dir)], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The lock file appears once the input is checked, just before TensorFlow loads (seconds).
+    deadline = time.time() + 60
+    while not (run_dir / "lock").exists():
+        assert process.poll() is None and time.time() < deadline, process.communicate()
+        time.sleep(0.01)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    # 128 + the signal's number: 130 for SIGINT (2), 143 for SIGTERM (15).
+    assert process.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1] == f"muzero train: stopped by {signal.Signals(signum).name} during start-up"
 
 
 def test_input_errors_are_reported_before_tensorflow_is_imported(tmp_path):

@@ -108,6 +108,20 @@ def test_unknown_key_with_did_you_mean(tmp_path):
 def test_unknown_section(tmp_path):
     path = _write(tmp_path, "trian:\n  batch_size: 32\n")
     assert _error(path) == f"{path}: trian: unknown key (did you mean 'train'?)"
+    # A section named only by a --set is the --set's error.
+    path = _write(tmp_path, "train:\n  batch_size: 32\n")
+    assert _error(path, ["nosuch.x=3"]) == "--set nosuch.x=3: nosuch: unknown key (expected one of: game, search, " \
+        "selfplay, network, train, replay, run, actors)"
+
+
+def test_the_built_in_defaults_are_asked_for_by_name(tmp_path, monkeypatch):
+    # `--config defaults` is the built-in defaults; an empty file is refused (muzero train exits 2).
+    assert load_config("defaults", ["train.batch_size=8"]) == load_config(None, ["train.batch_size=8"])
+    assert "empty config (no sections)" in _error(_write(tmp_path, ""))
+    # A file of that name is reached by a path.
+    monkeypatch.chdir(tmp_path)
+    Path("defaults").write_text("train:\n  batch_size: 16\n")
+    assert load_config("./defaults").train.batch_size == 16
 
 
 def test_wrong_type(tmp_path):
