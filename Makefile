@@ -1,5 +1,5 @@
 # `make train`: set up .venv and train CartPole with the default config.
-# `make test`:  set up (or reuse) .venv and run the whole test suite.
+# `make test`:  set up (or reuse) .venv and run the whole test suite (2 pytest-xdist workers).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -19,7 +19,7 @@ train: $(STAMP)
 	$(BIN)/muzero train --config configs/cartpole.yaml $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=15 $(ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 $(ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info

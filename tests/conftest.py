@@ -41,7 +41,7 @@ _hermetic_environment()
 import pytest
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SearchConfig, TrainConfig
-from tests.helpers import ATARI_TINY, TICTACTOE, TINY, TINY_RUN_SETTINGS, muzero_command  # noqa: E402
+from tests.helpers import ATARI_TINY, TICTACTOE, TINY, TINY_RUN_SETTINGS, muzero_command
 
 
 @pytest.fixture

@@ -28,6 +28,8 @@ from muzero.networks.base import UniformNetwork
 from muzero.run_dir import complete_steps
 
 ROOT = Path(__file__).resolve().parents[1]
+# With pytest-xdist, all of this module on one worker: one Ray cluster at a time.
+pytestmark = pytest.mark.xdist_group("ray")
 TINY = str(ROOT / "configs" / "tiny.yaml")
 RAY = str(Path(sys.executable).parent / "ray")
 # CartPole: 4 floats, 2 actions, one player.
@@ -213,17 +215,19 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
 @pytest.mark.slow
 def test_atari_on_actors(tmp_path, ray_address):
     # The resnet's published weights (not runnable in numpy) travel by ray.put to actors that
-    # run ALE Pong with the compiled search. Games last max_moves = 24 moves, so an actor
-    # ends its first 2 games on its 4th call of 6 moves; 30 training steps at 0.25 steps per
-    # move take 120 moves, 60 per actor when the two are handed calls in turn.
+    # run ALE Pong with the compiled search. Games last max_moves = 6 moves, so each call of 6
+    # moves ends both games of its actor: an actor that finishes any call has sent games. 12
+    # training steps at 0.25 steps per move take 48 moves: 4 calls, the first two handed
+    # out one to each actor.
     run_dir = tmp_path / "run"
     result = muzero("train", "--config", str(ROOT / "configs" / "atari" / "tiny.yaml"), "--logdir", str(run_dir),
                     "--backend", "ray", "--ray-address", ray_address, "--set", "actors.num_actors=2",
-                    "--set", "actors.moves_per_call=6", "--set", "train.training_steps=30")
+                    "--set", "actors.moves_per_call=6", "--set", "game.max_moves=6",
+                    "--set", "train.training_steps=12")
     assert result.returncode == 0, result.stderr[-3000:]
     match = re.search(r"games per actor: (\d+) (\d+)\n", result.stderr)
     assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, result.stderr[-3000:]
-    assert (run_dir / "checkpoints" / "ckpt-30.complete").is_file()
+    assert (run_dir / "checkpoints" / "ckpt-12.complete").is_file()
 
 
 def _ray_config(training_steps: int = 60, **actors) -> MuZeroConfig:

@@ -17,7 +17,7 @@ import pytest
 
 from muzero.config_io import load_config
 from muzero.run_dir import complete_steps
-from tests.helpers import ATARI_TINY, TINY, TINY_RUN_SETTINGS, copy_run
+from tests.helpers import ATARI_TINY, TICTACTOE, TINY, TINY_RUN_SETTINGS, checkpoint_files, copy_run
 
 pytestmark = pytest.mark.slow
 
@@ -99,8 +99,8 @@ def _final_state(run_dir: Path) -> tuple[dict, dict]:
 
 def _games(state: dict) -> list:
     # The checkpoint's games carry their positions' replay priorities.
-    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations), g.priorities)
-            for g in state["replay"]["games"]]
+    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations), g.priorities,
+             g.players) for g in state["replay"]["games"]]
 
 
 @pytest.mark.parametrize("config, k, m, interval, selfplay, shared", [
@@ -111,7 +111,12 @@ def _games(state: dict) -> list:
     # ALE emulator states of the games in progress are in the checkpoint too (with priorities:
     # configs/atari/tiny.yaml has replay.priority_alpha 1). Straight: the shared Atari run.
     (ATARI_TINY, 3, 3, 3, [], "atari_tiny_run"),
-], ids=["one_game", "batched_games_in_progress", "prioritized_replay", "atari_games_in_progress"])
+    # OpenSpiel states of the board games in progress (pickled as their moves), two-player targets.
+    (TICTACTOE, 10, 10, 5, ["--set", "search.num_simulations=4", "--set", "selfplay.num_envs=4", "--set",
+                            "selfplay.search=numpy", "--set", "replay.min_games=4", "--set", "train.batch_size=16",
+                            "--set", "run.eval_interval=0", "--set", "run.eval_opponents=[]"], None),
+], ids=["one_game", "batched_games_in_progress", "prioritized_replay", "atari_games_in_progress",
+        "board_games_in_progress"])
 def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, interval, selfplay, shared):
     interrupted = tmp_path / "interrupted"
     settings = ["--set", f"train.training_steps={k + m}", "--set", f"train.checkpoint_interval={interval}",
@@ -174,6 +179,36 @@ def test_corrupted_newest_checkpoint_falls_back_via_cli(tmp_path, tiny_run):
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"{data} is corrupted" in result.stderr
     assert re.search(r"resumed from .*ckpt-25 at training step 25", result.stderr)
+    # The corrupted 30 is set aside, not overwritten; the run wrote a new 30, then 35.
+    (set_aside,) = (run_dir / "checkpoints").glob("set-aside-*")
+    assert complete_steps(set_aside) == [30] and complete_steps(run_dir / "checkpoints") == [35, 30, 25]
+
+
+def test_a_garbled_checkpoint_file_changes_nothing(tmp_path, tiny_run):
+    run_dir = copy_run(tiny_run, tmp_path / "run")  # checkpoints at 20, 25, 30
+    (run_dir / "checkpoints" / "checkpoint").write_text("garbage {{{ not a CheckpointState")
+    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=40")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"resumed from .*ckpt-30 at training step 30", result.stderr)
+    # Saved at 35 and 40. By the markers, the newest three (run.max_checkpoints) are 40, 35, 30,
+    # each whole; 20 and 25 are gone whole (no .data/.index orphans); the index is rewritten.
+    assert {p.name for p in (run_dir / "checkpoints").iterdir()} == checkpoint_files(30, 35, 40)
+    assert 'model_checkpoint_path: "ckpt-40"' in (run_dir / "checkpoints" / "checkpoint").read_text()
+
+
+def test_resume_from_a_chosen_step_sets_the_newer_checkpoints_aside(tmp_path, tiny_run):
+    run_dir = copy_run(tiny_run, tmp_path / "run")  # checkpoints at 20, 25, 30
+    result = _run("train", "--resume", str(run_dir), "--step", "7")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"muzero train: error: --step 7: no complete checkpoint at that step in "
+                                     f"{run_dir / 'checkpoints'} (complete: 20, 25, 30)")
+    result = _run("train", "--resume", str(run_dir), "--step", "20", "--set", "train.training_steps=25")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"resumed from .*ckpt-20 at training step 20", result.stderr)
+    (set_aside,) = (run_dir / "checkpoints").glob("set-aside-*")
+    assert f"the checkpoints after training step 20 are set aside in {set_aside}" in result.stderr
+    # 25 and 30 of the first history, whole, where no resume looks; 20 and the new 25 in use.
+    assert complete_steps(set_aside) == [30, 25] and complete_steps(run_dir / "checkpoints") == [25, 20]
 
 
 def test_resume_input_errors(tmp_path):
