@@ -65,7 +65,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     _wait_for_step(checkpoints, 2, process)
     rng = random.Random(0)
     newest_seen = 0
-    for cycle in range(3):
+    for cycle in range(2):
         time.sleep(rng.uniform(0.0, 1.5))
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -107,16 +107,15 @@ def _games(state: dict) -> list:
     # The straight run is the session's shared tiny run (30 steps, a checkpoint every 5).
     (TINY, 15, 15, 5, [], "tiny_run"),
     (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"], None),
-    (TINY, 20, 20, 5, ["--set", "replay.priority_alpha=1"], None),
-    # ALE emulator states of the games in progress are in the checkpoint too (with priorities:
-    # configs/atari/tiny.yaml has replay.priority_alpha 1). Straight: the shared Atari run.
+    # ALE emulator states of the games in progress are in the checkpoint too, and prioritized
+    # replay's priorities (configs/atari/tiny.yaml: replay.priority_alpha 1). Straight: the
+    # shared Atari run.
     (ATARI_TINY, 3, 3, 3, [], "atari_tiny_run"),
     # OpenSpiel states of the board games in progress (pickled as their moves), two-player targets.
     (TICTACTOE, 10, 10, 5, ["--set", "search.num_simulations=4", "--set", "selfplay.num_envs=4", "--set",
                             "selfplay.search=numpy", "--set", "replay.min_games=4", "--set", "train.batch_size=16",
                             "--set", "run.eval_interval=0", "--set", "run.eval_opponents=[]"], None),
-], ids=["one_game", "batched_games_in_progress", "prioritized_replay", "atari_games_in_progress",
-        "board_games_in_progress"])
+], ids=["one_game", "batched_games_in_progress", "atari_games_in_progress", "board_games_in_progress"])
 def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, interval, selfplay, shared):
     interrupted = tmp_path / "interrupted"
     settings = ["--set", f"train.training_steps={k + m}", "--set", f"train.checkpoint_interval={interval}",
