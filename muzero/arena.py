@@ -21,11 +21,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from muzero.config import MuZeroConfig
+from muzero.config import GameConfig, MuZeroConfig, parse_opponent
+from muzero.envs import resolve_game
+from muzero.envs.openspiel import PLUGIN as OPENSPIEL
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
 from muzero.networks.base import Network
-from muzero.search.reference import Node, expand_node, run_mcts, select_action
+from muzero.selfplay import search_move
 
 # Positions an exact search may visit before the game counts as too large to solve.
 PERFECT_PLAY_LIMIT = 200_000
@@ -40,18 +42,31 @@ Opponent = Callable[[object], int]  # pyspiel state -> action
 
 def make_opponent(spec: str, game, seed: int) -> Opponent:
     """The opponent `spec` names ("random", "perfect", "mcts:N") for the pyspiel `game`."""
+    try:
+        kind, simulations = parse_opponent(spec)
+    except ValueError:
+        raise OpponentError(f"unknown opponent {spec!r}: expected random, perfect or mcts:N (N simulations)") from None
     rng = np.random.default_rng(seed)
-    if spec == "random":
+    if kind == "random":
         return lambda state: int(rng.choice(state.legal_actions()))
-    if spec == "perfect":
+    if kind == "perfect":
         return PerfectPlayer(game, rng)
-    kind, _, count = spec.partition(":")
-    if kind == "mcts" and count.isdigit() and int(count) > 0:
-        import pyspiel
+    import pyspiel
 
-        bot = pyspiel.MCTSBot(game, pyspiel.RandomRolloutEvaluator(1, seed), 2.0, int(count), 1000, True, seed, False)
-        return lambda state: int(bot.step(state))
-    raise OpponentError(f"unknown opponent {spec!r}: expected random, perfect or mcts:N (N simulations)")
+    bot = pyspiel.MCTSBot(game, pyspiel.RandomRolloutEvaluator(1, seed), 2.0, simulations, 1000, True, seed, False)
+    return lambda state: int(bot.step(state))
+
+
+def board_game(game: GameConfig, seed: int = 0) -> OpenSpielEnvironment:
+    """The OpenSpiel environment the `game` section names.
+
+    Raises:
+      OpponentError: the game is not an OpenSpiel board game.
+    """
+    plugin, name = resolve_game(game.id)
+    if plugin is not OPENSPIEL:
+        raise OpponentError(f"only for two-player board games (game.id openspiel:...), not {game.id}")
+    return plugin.make(name, seed, game.kwargs)
 
 
 class PerfectPlayer:
@@ -90,11 +105,7 @@ class PerfectPlayer:
 
 def muzero_action(config: MuZeroConfig, network: Network, game: Game) -> int:
     """MuZero's greedy move in `game`: the reference search, no noise, the most visited action."""
-    root = Node(0)
-    observation = game.make_image(-1)[None]
-    expand_node(root, game.to_play(), game.legal_actions(), network.initial_inference(observation).item(0))
-    run_mcts(config, root, game.action_history(), network)
-    return select_action(config, len(game.history), root, network.training_steps(), None, temperature=0.0)
+    return search_move(config, network, game, None, greedy=True)[0]
 
 
 @dataclasses.dataclass
@@ -123,7 +134,7 @@ class MatchResult:
 
 def play_match(config: MuZeroConfig, network: Network, opponent_spec: str, games: int, seed: int = 0) -> MatchResult:
     """`games` games of MuZero against the opponent: the first half with MuZero moving first."""
-    environment = OpenSpielEnvironment(config.game.id.partition(":")[2], seed, config.game.kwargs)
+    environment = board_game(config.game, seed)
     opponent = make_opponent(opponent_spec, environment.game, seed)
     counts = {side: {"win": 0, "draw": 0, "loss": 0} for side in ("first", "second")}
     for index in range(games):

@@ -288,10 +288,15 @@ def _check_run_dir(run_dir: Path):
     return load_config(run_dir / CONFIG_FILE)
 
 
-def _check_board_game(config, run_dir: Path, what: str) -> None:
-    if not config.game.id.startswith("openspiel:"):
+def _board_game(config, run_dir: Path, what: str):
+    """The run's OpenSpiel environment (muzero.arena.board_game), or one line naming what it plays."""
+    from muzero.arena import OpponentError, board_game
+
+    try:
+        return board_game(config.game)
+    except OpponentError:
         raise UsageError(f"{what}: only for two-player board games (game.id openspiel:...); {run_dir} plays "
-                         f"{config.game.id}")
+                         f"{config.game.id}") from None
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
@@ -322,12 +327,11 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
     import io
 
     from muzero.arena import OpponentError, make_opponent, play_match
-    from muzero.envs.openspiel import load_game
     from muzero.run_dir import write_atomically
 
-    _check_board_game(config, run_dir, "--opponent")
+    environment = _board_game(config, run_dir, "--opponent")
     try:  # the opponent's name (and whether the game can be solved) before TensorFlow loads
-        make_opponent(args.opponent, load_game(config.game.id.partition(":")[2], config.game.kwargs), args.seed)
+        make_opponent(args.opponent, environment.game, args.seed)
     except OpponentError as error:
         raise UsageError(f"--opponent: {error}") from None
 
@@ -361,7 +365,7 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
 def command_play(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     config = _check_run_dir(run_dir)
-    _check_board_game(config, run_dir, "play")
+    _board_game(config, run_dir, "play")
 
     from muzero.checkpoints import CheckpointError
     from muzero.evaluation import load_run

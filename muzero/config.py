@@ -224,6 +224,21 @@ class RunConfig:
     keep_checkpoint_every_steps: int = field(default=0, metadata=_range(min=0))
 
 
+def parse_opponent(name: str) -> tuple[str, int]:
+    """A board-game opponent's name (`run.eval_opponents`, `evaluate --opponent`) as (kind,
+    simulations): "random" and "perfect" -> (name, 0); "mcts:N" -> ("mcts", N), N >= 1.
+
+    Raises:
+      ValueError: any other name, with a one-line message.
+    """
+    kind, _, count = name.partition(":")
+    if name in ("random", "perfect"):
+        return name, 0
+    if kind == "mcts" and count.isdigit() and int(count) > 0:
+        return kind, int(count)
+    raise ValueError(f"expected random, perfect or mcts:N (N simulations), got {name!r}")
+
+
 @dataclass(frozen=True)
 class ActorsConfig:
     """Self-play actors of the Ray back end (`muzero train --backend ray`; unused by `local`).

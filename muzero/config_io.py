@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from muzero.config import MuZeroConfig
+from muzero.config import MuZeroConfig, parse_opponent
 
 # `--config defaults`: the built-in defaults, asked for by name (an empty file is refused).
 BUILTIN_DEFAULTS = "defaults"
@@ -311,10 +311,10 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
         raise fail("replay.min_games", f"expected at most replay.window_size ({config.replay.window_size}), "
                    f"got {config.replay.min_games}")
     for i, opponent in enumerate(config.run.eval_opponents):
-        kind, _, count = opponent.partition(":")
-        if opponent not in ("random", "perfect") and not (kind == "mcts" and count.isdigit() and int(count) > 0):
-            raise fail(f"run.eval_opponents[{i}]", f"expected random, perfect or mcts:N (N simulations), got "
-                       f"{opponent!r}")
+        try:
+            parse_opponent(opponent)
+        except ValueError as error:
+            raise fail(f"run.eval_opponents[{i}]", str(error)) from None
     if config.actors.min_live_actors > config.actors.num_actors:
         raise fail("actors.min_live_actors", f"expected at most actors.num_actors ({config.actors.num_actors}), "
                    f"got {config.actors.min_live_actors}")

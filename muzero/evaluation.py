@@ -94,8 +94,9 @@ class Evaluator:
         started = time.time()
         returns = evaluate_network(self.config, network, self.environments, self.config.run.eval_episodes, self.rng,
                                    self.searcher)
-        counters["eval_seconds"] += time.time() - started
-        wall += time.time() - started
+        seconds = time.time() - started
+        counters["eval_seconds"] += seconds
+        wall += seconds
         self.summaries.scalars(step, {"eval/mean_return": returns.mean(), "eval/std_return": returns.std()})
         with open(self.path, "a", newline="") as f:
             csv.writer(f).writerow([step, counters["env_steps"], games, f"{wall:.1f}", f"{counters['eval_seconds']:.1f}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from muzero.arena import muzero_action
+from muzero.arena import board_game, muzero_action
 from muzero.config import MuZeroConfig
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
@@ -38,7 +38,7 @@ def legal_moves_text(environment: OpenSpielEnvironment) -> str:
 def play(config: MuZeroConfig, network: Network, human_first: bool, stdin: TextIO, stdout: TextIO) -> int:
     """One game of a person (from `stdin`) against the agent; returns the person's result,
     +1 win, 0 draw, -1 loss. Raises EOFError when `stdin` ends before the game does."""
-    environment = OpenSpielEnvironment(config.game.id.partition(":")[2], 0, config.game.kwargs)
+    environment = board_game(config.game)
     game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     human = 0 if human_first else 1
     print(f"You play {'first' if human_first else 'second'} (player {human}). Type a move as shown, or its number.",

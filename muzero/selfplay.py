@@ -35,25 +35,37 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
     """
     game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     while not game.terminal() and len(game.history) < config.max_moves:
-        # At the root of the search tree we use the representation function to
-        # obtain a hidden state given the current observation.
-        root = Node(0)
-        current_observation = game.make_image(-1)
-        expand_node(root, game.to_play(), game.legal_actions(),
-                    network.initial_inference(current_observation[None]).item(0))
-        if not greedy:
-            add_exploration_noise(config, root, rng)
-
-        # We then run a Monte Carlo Tree Search using only action sequences and the
-        # model learned by the network.
-        run_mcts(config, root, game.action_history(), network)
-        action = select_action(config, len(game.history), root, network.training_steps(), rng,
-                               temperature=0.0 if greedy else None)
+        action, root = search_move(config, network, game, rng, greedy)
         game.apply(action)
         game.store_search_statistics(root)
     game.environment = None
     set_bootstrap_values(config, network, [game])
     return game
+
+
+def search_move(config: MuZeroConfig, network: Network, game: Game, rng: np.random.Generator | None,
+                greedy: bool = False) -> tuple[int, Node]:
+    """The move the reference search picks in `game`, and the searched root.
+
+    Args:
+      rng: for exploration noise and action sampling; unused (may be None) when greedy.
+      greedy: no exploration noise, temperature 0 (the most visited action).
+    """
+    # At the root of the search tree we use the representation function to
+    # obtain a hidden state given the current observation.
+    root = Node(0)
+    current_observation = game.make_image(-1)
+    expand_node(root, game.to_play(), game.legal_actions(),
+                network.initial_inference(current_observation[None]).item(0))
+    if not greedy:
+        add_exploration_noise(config, root, rng)
+
+    # We then run a Monte Carlo Tree Search using only action sequences and the
+    # model learned by the network.
+    run_mcts(config, root, game.action_history(), network)
+    action = select_action(config, len(game.history), root, network.training_steps(), rng,
+                           temperature=0.0 if greedy else None)
+    return action, root
 
 
 def set_bootstrap_values(config: MuZeroConfig, network: Network, games: list[Game]) -> None:
@@ -76,7 +88,7 @@ class BatchedSelfPlay:
       config: search constants, max_moves, discount, temperature schedule.
       environments: one per game slot.
       searcher: how the B roots are searched (`muzero.search.make_searcher`); default: the
-        numpy `run_batched_mcts`.
+        numpy `run_batched_mcts`, for the environments' number of players.
       restart: start a new game in a slot whose game ended (false: one game per slot).
     """
 
@@ -84,7 +96,8 @@ class BatchedSelfPlay:
                  restart: bool = True):
         self.config = config
         self.environments = environments
-        self.searcher = searcher or BatchedSearcher(config.search, config.discount)
+        players = environments[0].num_players if environments else 1
+        self.searcher = searcher or BatchedSearcher(config.search, config.discount, players)
         self.restart = restart
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)
