@@ -1,16 +1,23 @@
-# `make train`: set up .venv and train CartPole with the default config.
-# `make test`:  set up (or reuse) .venv and run the whole test suite (2 pytest-xdist workers).
+# `make install`:     set up .venv with every extra the tests need (`.[all]`: ray, atari, minatar, plot, video, dev).
+# `make train`:       set up (or reuse) .venv and train CartPole with the default config (ARGS="--set ..." adds flags).
+# `make test`:        the whole test suite (2 pytest-xdist workers); ARGS="-k name" to pick tests.
+# `make lint`:        ruff check and ruff format --check over the tree (fails on any finding).
+# `make format`:      ruff format and the safe ruff fixes, in place.
+# `make bench`:       scripts/bench_cartpole.py: CartPole from scratch on 3 seeds, into runs/bench_cartpole.
+# `make tensorboard`: TensorBoard on runs/ (LOGDIR=... for another folder; PORT=6006).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOGDIR ?= runs
+PORT ?= 6006
 
-.PHONY: install train test lint clean
+.PHONY: install train test lint format bench tensorboard clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,plot]'
+	$(BIN)/python -m pip install --quiet -e '.[all]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -20,6 +27,20 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench_cartpole.py $(ARGS)
+
+tensorboard: $(STAMP)
+	$(BIN)/tensorboard --logdir $(LOGDIR) --port $(PORT)
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -43,9 +43,27 @@ _LAZY = {
 }
 
 __all__ = [
-    "ActionHistory", "Batch", "Game", "KnownBounds", "MinMaxStats", "MuZeroConfig", "Network", "NetworkOutput",
-    "Node", "ReplayBuffer", "SharedStorage", "UniformNetwork", "add_exploration_noise", "backpropagate",
-    "expand_node", "make_uniform_network", "play_game", "run_mcts", "select_action", "select_child", "ucb_score",
+    "ActionHistory",
+    "Batch",
+    "Game",
+    "KnownBounds",
+    "MinMaxStats",
+    "MuZeroConfig",
+    "Network",
+    "NetworkOutput",
+    "Node",
+    "ReplayBuffer",
+    "SharedStorage",
+    "UniformNetwork",
+    "add_exploration_noise",
+    "backpropagate",
+    "expand_node",
+    "make_uniform_network",
+    "play_game",
+    "run_mcts",
+    "select_action",
+    "select_child",
+    "ucb_score",
 ] + list(_LAZY)
 
 

@@ -84,8 +84,10 @@ class PerfectPlayer:
         if key in self.values:
             return max(self.values[key].values())
         if len(self.values) >= PERFECT_PLAY_LIMIT:
-            raise OpponentError(f"perfect: the game has more than {PERFECT_PLAY_LIMIT:,} positions; too large to "
-                                "solve exactly (use mcts:N)")
+            raise OpponentError(
+                f"perfect: the game has more than {PERFECT_PLAY_LIMIT:,} positions; too large to "
+                "solve exactly (use mcts:N)"
+            )
         player, moves = state.current_player(), {}
         for action in state.legal_actions():
             child = state.child(action)

@@ -97,8 +97,14 @@ class Checkpointer:
         points to go back to (TensorFlow's keep_checkpoint_every_n_hours, in steps); 0: off.
     """
 
-    def __init__(self, directory: str | Path, network: KerasNetwork, optimizer: keras.optimizers.Optimizer | None,
-                 max_to_keep: int = 3, keep_every_steps: int = 0):
+    def __init__(
+        self,
+        directory: str | Path,
+        network: KerasNetwork,
+        optimizer: keras.optimizers.Optimizer | None,
+        max_to_keep: int = 3,
+        keep_every_steps: int = 0,
+    ):
         self.directory = Path(directory)
         self.network = network
         self.max_to_keep = max_to_keep
@@ -139,11 +145,16 @@ class Checkpointer:
         except (OSError, tf.errors.OpError) as error:
             self._remove_steps({step})
             complete = complete_steps(self.directory)
-            last = f"the last complete checkpoint is {self.directory / f'ckpt-{complete[0]}'}" if complete else \
-                "there is no complete checkpoint yet"
+            last = (
+                f"the last complete checkpoint is {self.directory / f'ckpt-{complete[0]}'}"
+                if complete
+                else "there is no complete checkpoint yet"
+            )
             reason = _reason(error)  # TensorFlow's name the file ("PATH.index; No space left on device")
-            raise CheckpointWriteError(f"cannot write the checkpoint at training step {step}: "
-                                       f"{reason if str(path) in reason else f'{path}: {reason}'}; {last}") from None
+            raise CheckpointWriteError(
+                f"cannot write the checkpoint at training step {step}: "
+                f"{reason if str(path) in reason else f'{path}: {reason}'}; {last}"
+            ) from None
         self.prune()
         return marker
 
@@ -157,7 +168,7 @@ class Checkpointer:
         rewritten to list the kept ones.
         """
         complete = complete_steps(self.directory)
-        kept = set(complete[:self.max_to_keep]) | self.kept_for_good(complete)
+        kept = set(complete[: self.max_to_keep]) | self.kept_for_good(complete)
         self._remove_steps(step for step in self._steps_present() if step not in kept)
         for entry in self.directory.glob("*.tmp*"):  # of killed writes (older runs': TensorFlow's checkpoint.tmp<id>)
             _remove(entry)
@@ -211,8 +222,11 @@ class Checkpointer:
         steps = set(steps)
         if not steps or not self.directory.is_dir():
             return []
-        pieces = [entry for entry in self.directory.iterdir()
-                  if (match := _PIECE.match(entry.name)) and int(match.group(1)) in steps]
+        pieces = [
+            entry
+            for entry in self.directory.iterdir()
+            if (match := _PIECE.match(entry.name)) and int(match.group(1)) in steps
+        ]
         return sorted(pieces, key=lambda entry: entry.name.endswith(".complete"))
 
     def _remove_steps(self, steps: Iterable[int]) -> None:
@@ -228,8 +242,9 @@ class Checkpointer:
             if not steps:
                 path.unlink(missing_ok=True)
                 return
-            lines = [f'model_checkpoint_path: "ckpt-{steps[-1]}"'] + \
-                [f'all_model_checkpoint_paths: "ckpt-{step}"' for step in steps]
+            lines = [f'model_checkpoint_path: "ckpt-{steps[-1]}"'] + [
+                f'all_model_checkpoint_paths: "ckpt-{step}"' for step in steps
+            ]
             write_atomically(path, "\n".join(lines) + "\n")
         except OSError as error:
             logging.warning("%s not updated (%s)", path, error.strerror)

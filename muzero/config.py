@@ -115,6 +115,13 @@ class SelfPlayConfig:
     # Keras copy of the published weights, with XLA when jit_compile is true.
     search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
     jit_compile: bool = True
+    # Two-player games: the first this many moves of each self-play game are played uniformly
+    # at random among the legal moves (the search still runs; its visits are the policy
+    # target). Why: with the openings all of equal value (tic-tac-toe: all draws), the policy
+    # trains on its own visit counts and collapses onto one or two openings, so the second
+    # player never learns to answer the others, which any opponent may play (README, Board
+    # games). 0: every move from the search, as in the pseudocode.
+    random_opening_moves: int = field(default=0, metadata=_range(min=0))
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,9 @@ class NetworkConfig:
     # resnet: residual blocks after the downsampling in the representation, and in the
     # dynamics (paper: 16 each).
     blocks: int = field(default=16, metadata=_range(min=0))
+    # resnet: the paper's 96x96 -> 6x6 downsampling stack before the blocks. false: one
+    # 3x3 convolution to `planes` planes at the frame's own size (MinAtar's 10x10 frames).
+    downsample: bool = True
     activation: str = field(default="elu", metadata=_range(choices=("relu", "elu", "tanh")))
     # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
     # integers -n..n after the h(x) transform, trained with cross-entropy.
@@ -164,6 +174,10 @@ class TrainConfig:
     # Not in the pseudocode (its actors and learner run concurrently): in one
     # process, training steps taken per self-play move, kept as a running ratio.
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
+    # Weight of the value loss against the reward and policy losses (the paper's
+    # Reanalyse: 0.25, so that the value does not overfit re-used positions; 1 in the
+    # pseudocode).
+    value_loss_weight: float = field(default=1.0, metadata=_range(min=0.0))
     # Resnet: compute in bfloat16 with float32 weights (Keras "mixed_bfloat16"); for GPUs.
     # Self-play without a GPU searches in float32 whatever this says. The MLP ignores it.
     mixed_precision: bool = False
@@ -209,6 +223,10 @@ class RunConfig:
     # Greedy evaluation every this many training steps (0: never), over this many episodes.
     eval_interval: int = field(default=0, metadata=_range(min=0))
     eval_episodes: int = field(default=10, metadata=_range(min=1))
+    # Every evaluation records its first greedy episode as RUN_DIR/videos/step-<N>.mp4
+    # (muzero/video.py) when the game draws itself (gymnasium's rgb_array rendering:
+    # Atari, MinAtar, CartPole with pygame); a game that cannot is warned about once.
+    record_video: bool = True
     # Two-player games: at every evaluation, this many games (half as first player) against
     # each opponent ("random", "perfect", "mcts:N"; muzero/arena.py), into
     # eval/<opponent>/{win,draw,loss} and eval_opponents.csv.
@@ -222,6 +240,39 @@ class RunConfig:
     # steps is kept for good, so that a run that slowly diverged has older points to go
     # back to (TensorFlow's keep_checkpoint_every_n_hours, in steps); 0: off.
     keep_checkpoint_every_steps: int = field(default=0, metadata=_range(min=0))
+
+
+@dataclass(frozen=True)
+class ReanalyseConfig:
+    """MuZero Reanalyze (paper appendix): fresher targets for stored positions.
+
+    Reanalyse re-runs the search on positions already in replay with the newest network
+    and stores the root visit distributions and root values it finds. When on
+    (`fraction` > 0), that fraction of the sampled positions takes its policy target
+    from those fresh statistics, and every value target bootstraps from a target network
+    θ⁻ (a copy of the weights refreshed every `target_network_interval` training steps)
+    over `td_steps` steps instead of from the stored search values.
+    """
+
+    # Share of sampled positions whose policy target comes from reanalysed statistics
+    # (the paper: 0.8). 0 (default): off, training exactly as without Reanalyse.
+    fraction: float = field(default=0.0, metadata=_range(min=0.0, max=1.0))
+    # Dirichlet noise at the root of each reanalyse search, as in self-play (EfficientZero
+    # and LightZero do the same; the paper does not say). Measured on CartPole: without it
+    # a network that prefers one action finds all 50 visits on that action, the targets
+    # become one-hot and the policy collapses (greedy return 9 after 5,000 steps).
+    root_noise: bool = True
+    # Bootstrap horizon n of value targets while Reanalyse is on (the paper: 5).
+    td_steps: int = field(default=5, metadata=_range(min=1))
+    # Training steps between refreshes of the target network θ⁻.
+    target_network_interval: int = field(default=100, metadata=_range(min=1))
+    # Local back end: positions reanalysed per training step (searched in batches of
+    # `batch_size`).
+    positions_per_step: float = field(default=1.0, metadata=_range(min=0.0))
+    # Positions searched at once by one batched search.
+    batch_size: int = field(default=256, metadata=_range(min=1))
+    # Ray back end: reanalyse actors beside the self-play actors.
+    num_actors: int = field(default=1, metadata=_range(min=0))
 
 
 def parse_opponent(name: str) -> tuple[str, int]:
@@ -281,6 +332,7 @@ class MuZeroConfig:
     replay: ReplayConfig = ReplayConfig()
     run: RunConfig = RunConfig()
     actors: ActorsConfig = ActorsConfig()
+    reanalyse: ReanalyseConfig = ReanalyseConfig()
 
     # Flat aliases so code reads like the pseudocode (`config.discount`, ...).
     @property

@@ -24,6 +24,9 @@ from muzero.config import MuZeroConfig, parse_opponent
 
 # `--config defaults`: the built-in defaults, asked for by name (an empty file is refused).
 BUILTIN_DEFAULTS = "defaults"
+# The folder holding the `muzero` package: the source tree with `configs/` when the
+# package is installed from it (`pip install -e .`, as `make install` does).
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class ConfigError(ValueError):
@@ -34,65 +37,173 @@ class ConfigError(ValueError):
         super().__init__(f"{where}: {key_path}: {message}" if key_path else f"{where}: {message}")
 
 
-def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> MuZeroConfig:
-    """Reads a YAML file (or the defaults) and applies `--set` overrides.
+def load_config(paths: str | Path | None | Sequence[str | Path | None], overrides: Sequence[str] = ()) -> MuZeroConfig:
+    """Reads YAML files (or the defaults), merges them in order and applies `--set` overrides.
+
+    Several files merge like layers: a later file's keys override an earlier one's, and
+    mappings (sections, `game.kwargs`) merge key by key, so a small file can change a few
+    keys of a shipped config (`--config configs/cartpole.yaml --config mine.yaml`); a
+    null replaces a whole mapping. `--set` overrides come last.
+
+    A relative path that does not exist under the current folder is looked up under the
+    project folder that holds the `muzero` package (`find_config`), so the shipped
+    configs (`configs/...`) are found from any folder.
+
+    `game.action_space_size` left out (or null) is read from the environment: one
+    environment is made from `game.id` and `game.kwargs` (a bad keyword argument is
+    then reported here, at `game.kwargs`). A given value is checked against the
+    environment later, by `muzero.envs.check_environment`.
 
     Args:
-      path: YAML file; every key must be a field of `MuZeroConfig`'s sections. None, or
-        the word `defaults` (`--config defaults`; ./defaults names a file of that name):
-        the built-in defaults.
+      paths: a YAML file or a list of them; every key must be a field of `MuZeroConfig`'s
+        sections. None, or the word `defaults` (`--config defaults`; ./defaults names a
+        file of that name): the built-in defaults (an empty layer).
       overrides: strings "dotted.key=value"; the value is parsed as YAML.
 
     Raises:
       ConfigError: on a missing, empty, non-UTF-8 or malformed file, an unknown key, a
-        wrong type or an out-of-range value.
+        wrong type or an out-of-range value; the message names the file (or the --set)
+        that set the key.
     """
-    if str(path) == BUILTIN_DEFAULTS:
-        path = None
-    where = str(path) if path is not None else "<defaults>"
+    if paths is None or isinstance(paths, (str, Path)):
+        paths = [paths]
+    paths = list(paths) or [None]
     raw: dict = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(where, "", "file not found") from None
-        except UnicodeDecodeError as error:
-            raise ConfigError(where, "", f"not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
-                              f"{error.start}); expected a YAML file") from None
-        except OSError as error:
-            raise ConfigError(where, "", f"cannot read file ({error.strerror})") from None
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            place = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-            problem = getattr(error, "problem", None) or "invalid YAML"
-            raise ConfigError(where, "", f"malformed YAML: {place}{problem}") from None
-        if loaded is None:  # an empty file is more likely a mistake than a wish for the defaults
-            raise ConfigError(where, "", f"empty config (no sections); to train on the built-in defaults, say so: "
-                              f"--config {BUILTIN_DEFAULTS}")
-        if not isinstance(loaded, dict):
-            raise ConfigError(where, "", f"expected a mapping of sections at top level, got {_kind(loaded)}")
-        raw = loaded
-    _upgrade_legacy_keys(raw)
+    origins: dict[str, str] = {}  # key path -> the file (or --set) that set it last
+    names = []
+    for path in paths:
+        layer, where = _read_layer(path)
+        _upgrade_legacy_keys(layer)
+        _merge(raw, layer, "", where, origins)
+        names.append(where)
+    fallback = " + ".join(names)
 
-    origins: dict[str, str] = {}
     for override in overrides:
         key_path, value = _parse_override(override)
         created = _set_path(raw, key_path, value, override)
         origins[key_path] = f"--set {override}"
+        for known in list(origins):  # keys below it are now the --set's
+            if known.startswith(key_path + "."):
+                origins[known] = f"--set {override}"
         if created:  # a section only this --set names: its errors ("unknown key") are the --set's
-            origins.setdefault(created, f"--set {override}")
+            origins[created] = f"--set {override}"
 
     def where_of(key_path: str) -> str:
-        for overridden, origin in origins.items():
-            if key_path == overridden or key_path.startswith(overridden + "."):
+        # The longest prefix of `key_path` that a file or a --set set.
+        parts = key_path.replace("[", ".[").split(".")
+        for depth in range(len(parts), 0, -1):
+            origin = origins.get(".".join(parts[:depth]).replace(".[", "["))
+            if origin is not None:
                 return origin
-        return where
+        return fallback
 
+    game = raw.get("game")
+    infer_actions = not isinstance(game, dict) or game.get("action_space_size") is None
+    if isinstance(game, dict) and "action_space_size" in game and game["action_space_size"] is None:
+        del game["action_space_size"]
     config = _convert(raw, MuZeroConfig, "", where_of)
     _check_consistency(config, where_of)
-    return _check_game_plugin(config, where_of)
+    config = _check_game_plugin(config, where_of)
+    if infer_actions:
+        config = _infer_action_space_size(config, where_of)
+    return config
+
+
+def find_config(path: str | Path) -> Path:
+    """Where the config file `path` is: itself when it exists (or is absolute), otherwise,
+    for a relative path, the same path under the project folder holding the `muzero`
+    package (`configs/cartpole.yaml` from any folder, with the package installed from
+    its source tree as the README does); `path` itself when neither exists."""
+    path = Path(path)
+    if path.is_absolute() or path.exists():
+        return path
+    shipped = PROJECT_ROOT / path
+    return shipped if shipped.is_file() else path
+
+
+def _read_layer(path: str | Path | None) -> tuple[dict, str]:
+    """One config file as a raw mapping, and the name errors blame ("<defaults>" for none)."""
+    if path is None or str(path) == BUILTIN_DEFAULTS:
+        return {}, "<defaults>"
+    given = Path(path)
+    path = find_config(given)
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        hint = f" (nor under {PROJECT_ROOT})" if not given.is_absolute() else ""
+        raise ConfigError(where, "", f"file not found{hint}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            where,
+            "",
+            f"not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start}); expected a YAML file",
+        ) from None
+    except OSError as error:
+        raise ConfigError(where, "", f"cannot read file ({error.strerror})") from None
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        place = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise ConfigError(where, "", f"malformed YAML: {place}{problem}") from None
+    if loaded is None:  # an empty file is more likely a mistake than a wish for the defaults
+        raise ConfigError(
+            where,
+            "",
+            f"empty config (no sections); to train on the built-in defaults, say so: --config {BUILTIN_DEFAULTS}",
+        )
+    if not isinstance(loaded, dict):
+        raise ConfigError(where, "", f"expected a mapping of sections at top level, got {_kind(loaded)}")
+    return loaded, where
+
+
+def _merge(base: dict, layer: Mapping, prefix: str, where: str, origins: dict[str, str]) -> None:
+    """Merges `layer` into `base` in place: mappings key by key, anything else replaced.
+    Records in `origins` that `where` set every key path it touched."""
+    for key, value in layer.items():
+        path = _join(prefix, str(key))
+        origins[path] = where
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value, path, where, origins)
+        else:
+            base[key] = _copy(value)
+            for known in list(origins):  # what an earlier file set below this key is gone
+                if known.startswith(path + "."):
+                    del origins[known]
+            _record(value, path, where, origins)
+
+
+def _record(value: Any, path: str, where: str, origins: dict[str, str]) -> None:
+    """Records that `where` set the keys inside the mapping `value`, found at `path`."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            origins[_join(path, str(key))] = where
+            _record(item, _join(path, str(key)), where, origins)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return value
+
+
+def _infer_action_space_size(config: MuZeroConfig, where_of: Callable[[str], str]) -> MuZeroConfig:
+    """`game.action_space_size` read from one environment of the configured game."""
+    from muzero.envs import EnvironmentSpecError, make_environment
+
+    try:
+        environment = make_environment(config.game, seed=0)
+    except EnvironmentSpecError as error:
+        raise ConfigError(where_of(error.key), error.key, str(error)) from None
+    try:
+        actions = int(environment.action_space_size)
+    finally:
+        environment.close()
+    return config.replace(game=dataclasses.replace(config.game, action_space_size=actions))
 
 
 def _upgrade_legacy_keys(raw: dict) -> None:
@@ -115,8 +226,11 @@ def _check_game_plugin(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
     except EnvironmentSpecError as error:
         raise ConfigError(where_of("game.id"), "game.id", str(error)) from None
     if plugin.network_kinds and config.network.kind not in plugin.network_kinds:
-        raise ConfigError(where_of("network.kind"), "network.kind",
-                          f"{plugin.name} games need network.kind: {' or '.join(plugin.network_kinds)}")
+        raise ConfigError(
+            where_of("network.kind"),
+            "network.kind",
+            f"{plugin.name} games need network.kind: {' or '.join(plugin.network_kinds)}",
+        )
     kwargs = config.game.kwargs
     if plugin.settings is None or isinstance(kwargs, plugin.settings):
         return config
@@ -167,8 +281,15 @@ def _set_path(raw: dict, key_path: str, value: Any, override: str) -> str | None
 
 
 def _kind(value: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "a list", dict: "a mapping", type(None): "null"}
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -178,6 +299,7 @@ def _join(prefix: str, key: str) -> str:
 
 def _convert(value: Any, tp: Any, key_path: str, where_of: Callable[[str], str]) -> Any:
     """Converts raw YAML `value` to type `tp`, raising ConfigError at `key_path`."""
+
     def fail(message: str) -> ConfigError:
         return ConfigError(where_of(key_path), key_path, message)
 
@@ -195,16 +317,16 @@ def _convert(value: Any, tp: Any, key_path: str, where_of: Callable[[str], str])
         return _convert(value, options[0], key_path, where_of)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
-            raise fail(f"expected a mapping with keys {', '.join(f.name for f in dataclasses.fields(tp))}, "
-                       f"got {_kind(value)}")
+            raise fail(
+                f"expected a mapping with keys {', '.join(f.name for f in dataclasses.fields(tp))}, got {_kind(value)}"
+            )
         hints = typing.get_type_hints(tp)
         fields = {f.name: f for f in dataclasses.fields(tp)}
         for key in value:
             if key not in fields:
                 close = difflib.get_close_matches(str(key), list(fields), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else f" (expected one of: {', '.join(fields)})"
-                raise ConfigError(where_of(_join(key_path, str(key))), _join(key_path, str(key)),
-                                  f"unknown key{hint}")
+                raise ConfigError(where_of(_join(key_path, str(key))), _join(key_path, str(key)), f"unknown key{hint}")
         kwargs = {}
         for name, f in fields.items():
             if name in value:
@@ -220,7 +342,9 @@ def _convert(value: Any, tp: Any, key_path: str, where_of: Callable[[str], str])
             return tuple(_convert(item, args[0], f"{key_path}[{i}]", where_of) for i, item in enumerate(value))
         if len(value) != len(args):
             raise fail(f"expected a list of {len(args)} items, got {len(value)}")
-        return tuple(_convert(item, arg, f"{key_path}[{i}]", where_of) for i, (item, arg) in enumerate(zip(value, args)))
+        return tuple(
+            _convert(item, arg, f"{key_path}[{i}]", where_of) for i, (item, arg) in enumerate(zip(value, args))
+        )
     if tp is bool:
         if not isinstance(value, bool):
             raise fail(f"expected true or false, got {_kind(value)} {value!r}")
@@ -274,6 +398,7 @@ def _check_range(value: Any, metadata: Mapping, key_path: str, where_of: Callabl
 
 def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> None:
     """Checks that span more than one field."""
+
     def fail(key_path: str, message: str) -> ConfigError:
         return ConfigError(where_of(key_path), key_path, message)
 
@@ -299,22 +424,32 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
         if width < 1:
             raise fail(f"network.hidden_layers[{i}]", f"expected a width >= 1, got {width!r}")
     if config.network.kind == "resnet" and not (config.selfplay.batched and config.selfplay.search == "compiled"):
-        raise fail("network.kind", "the resnet network runs only in the compiled batched search: "
-                   "set selfplay.batched: true and selfplay.search: compiled")
+        raise fail(
+            "network.kind",
+            "the resnet network runs only in the compiled batched search: "
+            "set selfplay.batched: true and selfplay.search: compiled",
+        )
     if config.game.stacked_frames > 1 and config.network.kind != "resnet":
         raise fail("game.stacked_frames", "stacked frames are images: they need network.kind: resnet")
     if config.replay.priority_alpha > 0 and config.replay.priority_epsilon == 0:
-        raise fail("replay.priority_epsilon", "expected a value > 0 with replay.priority_alpha > 0 (a position "
-                   "of priority 0 would never be drawn, and the importance weights are unbounded)")
+        raise fail(
+            "replay.priority_epsilon",
+            "expected a value > 0 with replay.priority_alpha > 0 (a position "
+            "of priority 0 would never be drawn, and the importance weights are unbounded)",
+        )
 
     if config.replay.min_games > config.replay.window_size:
-        raise fail("replay.min_games", f"expected at most replay.window_size ({config.replay.window_size}), "
-                   f"got {config.replay.min_games}")
+        raise fail(
+            "replay.min_games",
+            f"expected at most replay.window_size ({config.replay.window_size}), got {config.replay.min_games}",
+        )
     for i, opponent in enumerate(config.run.eval_opponents):
         try:
             parse_opponent(opponent)
         except ValueError as error:
             raise fail(f"run.eval_opponents[{i}]", str(error)) from None
     if config.actors.min_live_actors > config.actors.num_actors:
-        raise fail("actors.min_live_actors", f"expected at most actors.num_actors ({config.actors.num_actors}), "
-                   f"got {config.actors.min_live_actors}")
+        raise fail(
+            "actors.min_live_actors",
+            f"expected at most actors.num_actors ({config.actors.num_actors}), got {config.actors.min_live_actors}",
+        )

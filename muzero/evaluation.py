@@ -2,7 +2,8 @@
 
 Evaluation plays with no exploration noise and temperature 0, in its own environments
 with its own RNG, so it never changes the training trajectory; both are checkpointed.
-Each evaluation goes to TensorBoard (`eval/...`) and to `RUN_DIR/eval.csv`.
+Each evaluation goes to TensorBoard (`eval/...`) and to `RUN_DIR/eval.csv`; with
+`run.record_video`, one more greedy episode is recorded into RUN_DIR/videos/ (muzero/video.py).
 """
 
 from __future__ import annotations
@@ -17,29 +18,47 @@ from absl import logging
 
 from muzero.config import MuZeroConfig
 from muzero.envs import Environment, EnvironmentSpec, make_environments
+from muzero.game import Game
 from muzero.networks.base import Network
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
 from muzero.search import Searcher, make_searcher
 from muzero.selfplay import play_game, play_games_batched
+from muzero.video import EvaluationVideos, RecordingEnvironment, save_episodes
 
 EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "eval_seconds", "mean_return", "std_return"]
 OPPONENT_FILE = "eval_opponents.csv"
 OPPONENT_COLUMNS = ["training_step", "env_steps", "wall_seconds", "opponent", "side", "games", "win", "draw", "loss"]
 
 
-def evaluate_network(config: MuZeroConfig, network: Network, environments: list[Environment], episodes: int,
-                     rng: np.random.Generator, searcher: Searcher | None = None) -> np.ndarray:
-    """Returns of `episodes` greedy games (no exploration noise, temperature 0).
+def evaluate_network(
+    config: MuZeroConfig,
+    network: Network,
+    environments: list[Environment],
+    episodes: int,
+    rng: np.random.Generator,
+    searcher: Searcher | None = None,
+) -> np.ndarray:
+    """Returns of `episodes` greedy games (no exploration noise, temperature 0); see `play_greedy_games`."""
+    games = play_greedy_games(config, network, environments, episodes, rng, searcher)
+    return np.array([game.episode_return() for game in games])
+
+
+def play_greedy_games(
+    config: MuZeroConfig,
+    network: Network,
+    environments: list[Environment],
+    episodes: int,
+    rng: np.random.Generator,
+    searcher: Searcher | None = None,
+) -> list[Game]:
+    """`episodes` greedy games (no exploration noise, temperature 0).
 
     With `selfplay.batched`, the games run side by side, one per environment (len(environments)
     must then be `episodes`); otherwise one after the other in environments[0].
     """
     if config.selfplay.batched:
-        games = play_games_batched(config, lambda: network, environments[:episodes], rng, greedy=True,
-                                   searcher=searcher)
-    else:
-        games = [play_game(config, network, environments[0], rng, greedy=True) for _ in range(episodes)]
-    return np.array([game.episode_return() for game in games])
+        return play_games_batched(config, lambda: network, environments[:episodes], rng, greedy=True, searcher=searcher)
+    return [play_game(config, network, environments[0], rng, greedy=True) for _ in range(episodes)]
 
 
 def eval_searcher(config: MuZeroConfig, spec: EnvironmentSpec, episodes: int) -> Searcher | None:
@@ -67,7 +86,9 @@ class Evaluator:
         episodes = config.run.eval_episodes
         self.environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed + 1)
         self.rng = np.random.default_rng([seed, 1])
-        self.searcher = eval_searcher(config, spec, episodes)
+        self.videos = EvaluationVideos(config.game, run_dir, seed) if config.run.record_video else None
+        # Batched: the recorded episode is one more game of the batch.
+        self.searcher = eval_searcher(config, spec, episodes + (self.videos is not None))
         self.last: np.ndarray | None = None
         self.last_step = -1
 
@@ -92,21 +113,67 @@ class Evaluator:
     def evaluate(self, step: int, network: Network, counters: dict, games: int, wall: float) -> np.ndarray:
         """Plays `run.eval_episodes` greedy games with `network`; logs and returns their returns."""
         started = time.time()
-        returns = evaluate_network(self.config, network, self.environments, self.config.run.eval_episodes, self.rng,
-                                   self.searcher)
+        played = self._play(step, network)
+        returns = np.array([game.episode_return() for game in played])
         seconds = time.time() - started
         counters["eval_seconds"] += seconds
         wall += seconds
-        self.summaries.scalars(step, {"eval/mean_return": returns.mean(), "eval/std_return": returns.std()})
+        lengths = np.array([len(game) for game in played])
+        self.summaries.scalars(
+            step,
+            {
+                "eval/mean_return": returns.mean(),
+                "eval/std_return": returns.std(),
+                "eval/episode_length": lengths.mean(),
+            },
+        )
+        # The same against environment steps (self-play moves so far), to compare runs by samples.
+        self.summaries.scalars(counters["env_steps"], {"eval/mean_return_by_env_step": returns.mean()})
         with open(self.path, "a", newline="") as f:
-            csv.writer(f).writerow([step, counters["env_steps"], games, f"{wall:.1f}", f"{counters['eval_seconds']:.1f}",
-                                    f"{returns.mean():.2f}", f"{returns.std():.2f}"])
-        logging.info("eval at step %d: greedy return %.1f +- %.1f over %d episodes (%.0fs)",
-                     step, returns.mean(), returns.std(), len(returns), wall)
+            csv.writer(f).writerow(
+                [
+                    step,
+                    counters["env_steps"],
+                    games,
+                    f"{wall:.1f}",
+                    f"{counters['eval_seconds']:.1f}",
+                    f"{returns.mean():.2f}",
+                    f"{returns.std():.2f}",
+                ]
+            )
+        logging.info(
+            "eval at step %d: greedy return %.1f +- %.1f over %d episodes (%.0fs)",
+            step,
+            returns.mean(),
+            returns.std(),
+            len(returns),
+            wall,
+        )
         self.last, self.last_step = returns, step
         for opponent in self.config.run.eval_opponents:
             self.evaluate_against(opponent, step, network, counters, wall)
         return returns
+
+    def _play(self, step: int, network: Network) -> list[Game]:
+        """The scored greedy games, and the recorded one beside them (not scored, not checkpointed)."""
+        episodes = self.config.run.eval_episodes
+        recording = self.videos.environments(step) if self.videos is not None else []
+        if self.config.selfplay.batched:
+            played = play_greedy_games(
+                self.config,
+                network,
+                self.environments[:episodes] + recording,
+                episodes + len(recording),
+                self.rng,
+                self.searcher,
+            )[:episodes]
+        else:
+            played = play_greedy_games(self.config, network, self.environments, episodes, self.rng)
+            for environment in recording:  # its own RNG: the evaluation's stays as without videos
+                play_game(self.config, network, environment, np.random.default_rng([step, 2]), greedy=True)
+        if recording:
+            self.videos.save(step)
+        return played
 
     def evaluate_against(self, opponent: str, step: int, network: Network, counters: dict, wall: float) -> None:
         """`run.eval_games` games against `opponent` (muzero/arena.py), half as first player."""
@@ -116,8 +183,9 @@ class Evaluator:
         result = play_match(self.config, network, opponent, self.config.run.eval_games, seed=step)
         counters["eval_seconds"] += time.time() - started
         name = opponent.replace(":", "_")
-        self.summaries.scalars(step, {f"eval/{name}/{outcome}": result.fraction(outcome)
-                                      for outcome in ("win", "draw", "loss")})
+        self.summaries.scalars(
+            step, {f"eval/{name}/{outcome}": result.fraction(outcome) for outcome in ("win", "draw", "loss")}
+        )
         path = self.path.with_name(OPPONENT_FILE)
         new = not path.is_file()
         with open(path, "a", newline="") as f:
@@ -126,9 +194,16 @@ class Evaluator:
                 writer.writerow(OPPONENT_COLUMNS)
             for row in result.rows(opponent):
                 writer.writerow([step, counters["env_steps"], f"{wall:.1f}", *row])
-        logging.info("eval at step %d against %s: %d wins, %d draws, %d losses in %d games (score %.2f)", step,
-                     opponent, result.total("win"), result.total("draw"), result.total("loss"), result.games(),
-                     result.score())
+        logging.info(
+            "eval at step %d against %s: %d wins, %d draws, %d losses in %d games (score %.2f)",
+            step,
+            opponent,
+            result.total("win"),
+            result.total("draw"),
+            result.total("loss"),
+            result.games(),
+            result.score(),
+        )
 
 
 def load_run(run_dir: Path) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int]:
@@ -149,9 +224,20 @@ def load_run(run_dir: Path) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int
     return config, spec, network.numpy_network(step), step
 
 
-def evaluate(run_dir: Path, episodes: int, seed: int = 12345) -> tuple[np.ndarray, int]:
-    """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step)."""
+def evaluate(run_dir: Path, episodes: int, seed: int = 12345, video_dir: Path | None = None) -> tuple[np.ndarray, int]:
+    """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step).
+
+    With `video_dir`, every episode is also recorded as VIDEO_DIR/episode-<i>.mp4 (muzero/video.py).
+
+    Raises:
+      VideoUnavailable: `video_dir` given and the game cannot be recorded (or no encoder).
+    """
     config, spec, network, step = load_run(run_dir)
     environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed)
+    if video_dir is not None:
+        environments = [RecordingEnvironment(environment) for environment in environments]
     rng = np.random.default_rng(seed)
-    return evaluate_network(config, network, environments, episodes, rng, eval_searcher(config, spec, episodes)), step
+    returns = evaluate_network(config, network, environments, episodes, rng, eval_searcher(config, spec, episodes))
+    if video_dir is not None:
+        save_episodes(environments, video_dir)
+    return returns, step

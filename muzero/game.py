@@ -32,6 +32,11 @@ class Game:
       root_values: per move, the root's search value.
       priorities: per move, prioritized replay's |value - n-step value target| as of the
         last checkpoint (the replay buffer keeps the live ones); None until then.
+      legal: two players: per move, the legal actions at that position (Reanalyse searches
+        stored positions again); None with one player (every action is legal).
+      saved_step: the learner's training step when the game entered replay.
+      reanalysis: Reanalyse's statistics as of the last checkpoint: (visit distributions
+        [T, A], training step of each one's search [T], -1: not reanalysed); None until then.
     """
 
     # Class-level defaults: games pickled before these attributes existed still load.
@@ -39,9 +44,13 @@ class Game:
     priorities: np.ndarray | None = None
     players: list[int] | None = None
     num_players = 1
+    legal: list[list[int]] | None = None
+    saved_step = 0
+    reanalysis: tuple[np.ndarray, np.ndarray] | None = None
 
-    def __init__(self, action_space_size: int, discount: float, environment: Environment | None = None,
-                 stacked_frames: int = 1):
+    def __init__(
+        self, action_space_size: int, discount: float, environment: Environment | None = None, stacked_frames: int = 1
+    ):
         self.environment = environment
         self.stacked_frames = stacked_frames
         self.action_space_size = action_space_size
@@ -61,6 +70,7 @@ class Game:
             self.num_players = environment.num_players
             if self.num_players > 1:
                 self.players = [environment.to_play()]
+                self.legal = []
 
     def terminal(self) -> bool:
         return self.done
@@ -71,6 +81,8 @@ class Game:
         return list(range(self.action_space_size))
 
     def apply(self, action: int) -> None:
+        if self.legal is not None:
+            self.legal.append(self.environment.legal_actions())
         observation, reward, terminated, truncated = self.environment.step(action)
         self.observations.append(observation)
         self.rewards.append(reward)
@@ -111,11 +123,11 @@ class Game:
             return self.observations[state_index]
         index = state_index % len(self.observations)
         first = index - n + 1
-        frames = self.observations[max(first, 0):index + 1]
+        frames = self.observations[max(first, 0) : index + 1]
         height, width, channels = frames[0].shape
         image = np.zeros((height, width, n * channels + n), frames[0].dtype)
         padding = n - len(frames)
-        image[..., padding * channels:n * channels] = np.concatenate(frames, axis=-1)
+        image[..., padding * channels : n * channels] = np.concatenate(frames, axis=-1)
         for j in range(n):
             frame = first + j
             if frame >= 1:
@@ -140,8 +152,11 @@ class Game:
         for current_index in range(state_index, state_index + num_unroll_steps + 1):
             bootstrap_index = current_index + td_steps
             if bootstrap_index < len(self.root_values):
-                value = self.sign(bootstrap_index, current_index) * self.root_values[bootstrap_index] \
+                value = (
+                    self.sign(bootstrap_index, current_index)
+                    * self.root_values[bootstrap_index]
                     * self.discount**td_steps
+                )
             elif self.bootstrap_value is not None and current_index < len(self.root_values):
                 # Not in the pseudocode: the game was cut by a time limit, not ended, so the
                 # return goes on past the last observation; bootstrap from its value.

@@ -41,8 +41,10 @@ def play(config: MuZeroConfig, network: Network, human_first: bool, stdin: TextI
     environment = board_game(config.game)
     game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     human = 0 if human_first else 1
-    print(f"You play {'first' if human_first else 'second'} (player {human}). Type a move as shown, or its number.",
-          file=stdout)
+    print(
+        f"You play {'first' if human_first else 'second'} (player {human}). Type a move as shown, or its number.",
+        file=stdout,
+    )
     while not game.terminal():
         print(f"\n{environment.render()}", file=stdout)
         if game.to_play() == human:

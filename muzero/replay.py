@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -65,13 +66,25 @@ class ReplayBuffer:
         self.priority_beta = config.replay.priority_beta
         self.priority_epsilon = config.replay.priority_epsilon
         self.normalize_importance_weights = config.replay.normalize_importance_weights
+        # Reanalyse (muzero/reanalyse.py): the flat copy keeps each position's reanalysed
+        # statistics; `sample_batch` takes policy targets from them for the first
+        # `reanalyse_fraction` of each batch, and value targets bootstrap through
+        # `bootstrap_value_fn` (the target network) when it is set.
+        self.reanalyse_fraction = config.reanalyse.fraction
+        self.bootstrap_value_fn: Callable[[np.ndarray], np.ndarray] | None = None
         self._flat: FlatGames | None = None
         # Flat rows of the positions in the last batch, and the FlatGames layout they
         # belong to: `update_priorities` writes there (Batch stays free of bookkeeping).
         self.last_sampled: np.ndarray | None = None
         self._sampled_layout = -1
+        # Reanalyse: the reanalysed step of the policy target at k = 0 of the batch's first
+        # round(fraction * B) rows (-1: self-play's statistics), for summaries.
+        self.last_reanalysed: np.ndarray | None = None
 
-    def save_game(self, game: Game) -> None:
+    def save_game(self, game: Game, training_step: int = 0) -> None:
+        """Adds a finished game; `training_step`: the learner's step when it arrives (the age
+        of its search statistics, for Reanalyse)."""
+        game.saved_step = training_step
         # The deque drops the oldest game once the window is full.
         if self._flat is not None:
             if len(self.buffer) == self.window_size:
@@ -91,6 +104,7 @@ class ReplayBuffer:
         """
         if self._flat is not None:
             self._flat.store_priorities()
+            self._flat.store_reanalysis()
         return {"games": list(self.buffer), "games_saved": self.games_saved}
 
     def load_state_dict(self, state: dict) -> None:
@@ -111,6 +125,10 @@ class ReplayBuffer:
         With `replay.priority_alpha` > 0 the positions are drawn by priority instead
         (`sample_prioritized`) and the batch carries their importance weights. The
         sampled rows are kept in `last_sampled` for `update_priorities`.
+
+        With Reanalyse on, the first round(fraction * B) rows take their policy targets from
+        the positions' reanalysed statistics where they have some (`fresh_rows`), and value
+        targets bootstrap from `bootstrap_value_fn`'s values (the target network).
         """
         flat = self._flat_games()
         importance_weight = None
@@ -126,13 +144,58 @@ class ReplayBuffer:
             positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
         self.last_sampled, self._sampled_layout = flat.move_start[game_index] + positions, flat.layout
         padding = self.rng.integers(self.action_space_size, size=(self.batch_size, num_unroll_steps))
-        batch = make_batch_vectorized(flat, game_index, positions, padding, num_unroll_steps, td_steps,
-                                      self.discount)
+        bootstrap = None
+        if self.bootstrap_value_fn is not None:
+            observation_index = np.minimum(
+                positions[:, None] + np.arange(num_unroll_steps + 1) + td_steps, flat.length[game_index][:, None]
+            )  # [B, K + 1]
+            rows = np.repeat(game_index, num_unroll_steps + 1)
+            values = self.bootstrap_value_fn(flat.images(rows, observation_index.ravel()))
+            bootstrap = np.asarray(values, np.float64).reshape(observation_index.shape)
+        fresh_rows = round(self.reanalyse_fraction * self.batch_size) if flat.reanalyse else 0
+        batch = make_batch_vectorized(
+            flat, game_index, positions, padding, num_unroll_steps, td_steps, self.discount, bootstrap, fresh_rows
+        )
+        if fresh_rows:
+            self.last_reanalysed = flat.reanalysed_step[self.last_sampled[:fresh_rows]]
         return batch._replace(importance_weight=importance_weight)
+
+    def store_reanalysis(self, rows: np.ndarray, layout: int, result, training_step: int) -> float:
+        """Writes Reanalyse's search results for flat rows `rows` (of flat layout `layout`).
+
+        Args:
+          result: `SearchResult`: its visit counts [N, A] are stored, normalised.
+          training_step: the step of the network that searched.
+
+        Returns:
+          the mean age, in training steps, of the statistics replaced (self-play's or an
+          earlier reanalysis); NaN when the rows moved since they were chosen (nothing written).
+        """
+        flat = self._flat_games()
+        if flat.layout != layout:
+            return float("nan")
+        game_index = np.searchsorted(flat.move_start, rows, side="right") - 1
+        before = np.where(flat.reanalysed_step[rows] >= 0, flat.reanalysed_step[rows], flat.saved_step[game_index])
+        visits = np.asarray(result.visit_counts, np.float64)
+        flat.fresh_visits[rows] = visits / visits.sum(-1, keepdims=True)
+        flat.reanalysed_step[rows] = training_step
+        return float(np.mean(training_step - before))
+
+    def fraction_reanalysed(self) -> float:
+        """Share of the positions in the window that were reanalysed at least once."""
+        flat = self._flat_games()
+        rows = flat.window()[2]
+        return float((flat.reanalysed_step[rows] >= 0).mean()) if len(rows) and flat.reanalyse else 0.0
 
     def _flat_games(self) -> FlatGames:
         if self._flat is None:
-            self._flat = FlatGames(list(self.buffer), self.action_space_size, self.td_steps, self.discount)
+            self._flat = FlatGames(
+                list(self.buffer),
+                self.action_space_size,
+                self.td_steps,
+                self.discount,
+                reanalyse=self.reanalyse_fraction > 0,
+            )
         return self._flat
 
     # Why (paper appendix, after Schaul et al. 2016, "Prioritized Experience Replay"):
@@ -219,8 +282,9 @@ class ReplayBuffer:
         return int(self.rng.integers(len(game)))
 
 
-def make_batch(games_positions: list[tuple[Game, int]], padding: np.ndarray, num_unroll_steps: int,
-               td_steps: int) -> Batch:
+def make_batch(
+    games_positions: list[tuple[Game, int]], padding: np.ndarray, num_unroll_steps: int, td_steps: int
+) -> Batch:
     """The batch for given (game, position) pairs, position by position with `make_target`.
 
     The readable definition; `make_batch_vectorized` computes the same arrays at once.
@@ -231,10 +295,10 @@ def make_batch(games_positions: list[tuple[Game, int]], padding: np.ndarray, num
     observations, actions, values, rewards, policies, masks = [], [], [], [], [], []
     for row, (g, i) in enumerate(games_positions):
         observations.append(g.make_image(i))
-        history = g.history[i:i + num_unroll_steps]
+        history = g.history[i : i + num_unroll_steps]
         # Fewer than K actions remain near the end: pad with random actions.
         # Their states are absorbing (value 0, reward 0, no policy loss).
-        actions.append(list(history) + padding[row, len(history):].tolist())
+        actions.append(list(history) + padding[row, len(history) :].tolist())
         targets = g.make_target(i, num_unroll_steps, td_steps, g.to_play())
         values.append([value for value, _, _ in targets])
         rewards.append([reward for _, reward, _ in targets])
@@ -270,21 +334,31 @@ class FlatGames:
     (without epsilon): the game's stored `game.priorities` when it has them (a resumed
     run), else computed when the game is appended, then refreshed by training.
 
+    With `reanalyse`, fresh_visits / reanalysed_step hold each move's newest reanalysed root
+    visit distribution and the training step it was searched at (-1: never reanalysed);
+    `Game.reanalysis` carries them across checkpoints. (Reanalysed root values are not
+    kept: value targets bootstrap from the target network instead, as in the paper.)
+
     Args:
       games: the games in the window, oldest first.
       action_space_size: A.
       td_steps, discount: of the n-step value target used for the initial priorities.
+      reanalyse: keep the reanalysed statistics.
     """
 
-    def __init__(self, games: list[Game], action_space_size: int, td_steps: int, discount: float):
+    def __init__(
+        self, games: list[Game], action_space_size: int, td_steps: int, discount: float, reanalyse: bool = False
+    ):
         self.action_space_size = action_space_size
         self.td_steps, self.discount = td_steps, discount
+        self.reanalyse = reanalyse
         self.layout = -1  # counts rebuilds: rows keep their meaning until the next one
         self._rebuild(games)
 
     def _rebuild(self, games: list[Game]) -> None:
         self.layout += 1
         self.priorities = self.players = None
+        self.fresh_visits = self.reanalysed_step = None
         self._games: list[Game] = []
         self._starts: list[int] = []
         self._moves_used = 0
@@ -300,22 +374,26 @@ class FlatGames:
         if self._moves_used + n > len(self.actions):
             self._allocate(2 * (self._moves_used + n))
         m = self._moves_used
-        self.actions[m:m + n] = game.history
-        self.rewards[m:m + n] = game.rewards
-        self.root_values[m:m + n] = game.root_values
-        self.child_visits[m:m + n] = np.asarray(game.child_visits, np.float64).reshape(n, self.action_space_size)
+        self.actions[m : m + n] = game.history
+        self.rewards[m : m + n] = game.rewards
+        self.root_values[m : m + n] = game.root_values
+        self.child_visits[m : m + n] = np.asarray(game.child_visits, np.float64).reshape(n, self.action_space_size)
         if game.players is not None:
-            self.players[m:m + n] = game.players[:n]
+            self.players[m : m + n] = game.players[:n]
         self._games.append(game)
         self._starts.append(m)
         self._moves_used = m + n
         self._reindex()
+        if self.reanalyse:
+            self.reanalysed_step[m : m + n] = -1
+            if game.reanalysis is not None:
+                self.fresh_visits[m : m + n], self.reanalysed_step[m : m + n] = game.reanalysis
         if game.priorities is not None and len(game.priorities) == n:
-            self.priorities[m:m + n] = game.priorities
+            self.priorities[m : m + n] = game.priorities
         else:
             position = np.arange(n)
             target = n_step_values(self, np.full(n, len(self._games) - 1), position, self.td_steps, self.discount)
-            self.priorities[m:m + n] = priority(self.root_values[m:m + n], target)
+            self.priorities[m : m + n] = priority(self.root_values[m : m + n], target)
 
     def drop_oldest(self) -> None:
         self._games.pop(0)
@@ -323,6 +401,7 @@ class FlatGames:
         live = sum(len(game) for game in self._games)
         if self._moves_used > 2 * max(live, 1024):
             self.store_priorities()  # the rebuild appends the games again, with these
+            self.store_reanalysis()
             self._rebuild(self._games)
         else:
             self._reindex()
@@ -331,7 +410,7 @@ class FlatGames:
         def grow(old, shape, dtype):
             new = np.zeros(shape, dtype)
             if old is not None:
-                new[:len(old)] = old
+                new[: len(old)] = old
             return new
 
         self.actions = grow(self.actions, (moves,), np.int64)
@@ -340,18 +419,29 @@ class FlatGames:
         self.child_visits = grow(self.child_visits, (moves, self.action_space_size), np.float64)
         self.priorities = grow(self.priorities, (moves,), np.float64)
         self.players = grow(self.players, (moves,), np.int64)
+        if self.reanalyse:
+            self.fresh_visits = grow(self.fresh_visits, (moves, self.action_space_size), np.float32)
+            self.reanalysed_step = grow(self.reanalysed_step, (moves,), np.int64)
 
     def _reindex(self) -> None:
         """Per-game index arrays for the games in the window (a few hundred entries)."""
         self.length = np.array([len(game) for game in self._games], np.int64)
+        self.saved_step = np.array([game.saved_step for game in self._games], np.int64)
         self.move_start = np.array(self._starts, np.int64)
         self.has_bootstrap = np.array([game.bootstrap_value is not None for game in self._games], bool)
         self.bootstrap_value = np.array([game.bootstrap_value or 0.0 for game in self._games], np.float64)
         # Two players: the player to move after each game's last move (a cut game's bootstrap
         # value is theirs); None when every game has one player (no signs to apply).
         two_players = any(game.players is not None for game in self._games)
-        self.final_player = np.array([game.players[-1] if game.players is not None else 0 for game in self._games],
-                                     np.int64) if two_players else None
+        self.final_player = (
+            np.array([game.players[-1] if game.players is not None else 0 for game in self._games], np.int64)
+            if two_players
+            else None
+        )
+
+    def game(self, index: int) -> Game:
+        """The game at flat game index `index` (0: the oldest in the window)."""
+        return self._games[index]
 
     def images(self, game_index: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """make_image(position) of each (game, position) pair, stacked: [B, *image_shape]."""
@@ -367,14 +457,29 @@ class FlatGames:
     def store_priorities(self) -> None:
         """Copies each game's current priorities onto it (`game.priorities`, [len(game)])."""
         for game, m in zip(self._games, self._starts):
-            game.priorities = self.priorities[m:m + len(game)].copy()
+            game.priorities = self.priorities[m : m + len(game)].copy()
+
+    def store_reanalysis(self) -> None:
+        """Copies each reanalysed game's statistics onto it (`game.reanalysis`)."""
+        if not self.reanalyse:
+            return
+        for game, m in zip(self._games, self._starts):
+            rows = slice(m, m + len(game))
+            if (self.reanalysed_step[rows] >= 0).any():
+                game.reanalysis = (self.fresh_visits[rows].copy(), self.reanalysed_step[rows].copy())
 
 
 # make_target's value target, for many (game, move index) pairs at once: the discounted
 # root value td_steps ahead (or the cut game's final value, or 0 past an absorbing end)
 # plus the discounted rewards until then. Shared by the batches and the initial priorities.
-def n_step_values(flat: FlatGames, game_index: np.ndarray, index: np.ndarray, td_steps: int,
-                  discount: float) -> np.ndarray:
+def n_step_values(
+    flat: FlatGames,
+    game_index: np.ndarray,
+    index: np.ndarray,
+    td_steps: int,
+    discount: float,
+    bootstrap_values: np.ndarray | None = None,
+) -> np.ndarray:
     """The n-step value target of move `index` of game `game_index` (shapes broadcast together).
 
     Not masked past the end of a game: callers zero it there (absorbing states).
@@ -382,6 +487,9 @@ def n_step_values(flat: FlatGames, game_index: np.ndarray, index: np.ndarray, td
     Args:
       game_index: [B, 1] or [B] flat game indices.
       index: [B, K + 1] or [B] move indices, >= 0.
+      bootstrap_values: Reanalyse: the value to bootstrap from at observation min(index + td_steps,
+        length) (the target network's), shaped as `index`; replaces the stored root value,
+        and a cut game's `bootstrap_value`. None: the stored ones.
 
     Returns:
       float64 values, the broadcast shape of game_index and index.
@@ -400,8 +508,9 @@ def n_step_values(flat: FlatGames, game_index: np.ndarray, index: np.ndarray, td
 
     # Past the end: 0 (absorbing), or for a game cut by a time limit its final value.
     cut = flat.has_bootstrap[game_index]
-    final = np.where(cut, flat.bootstrap_value[game_index] * discount ** np.maximum(length - index, 0), 0.0)
-    root_value = flat.root_values[_row(start, length, bootstrap)]
+    last_value = flat.bootstrap_value[game_index] if bootstrap_values is None else bootstrap_values
+    final = np.where(cut, last_value * discount ** np.maximum(length - index, 0), 0.0)
+    root_value = flat.root_values[_row(start, length, bootstrap)] if bootstrap_values is None else bootstrap_values
     if signed:
         final = sign(flat.final_player[game_index]) * final
         root_value = sign(flat.players[_row(start, length, bootstrap)]) * root_value
@@ -422,9 +531,23 @@ def _row(start: np.ndarray, length: np.ndarray, index: np.ndarray) -> np.ndarray
 
 # The pseudocode's make_target for a whole batch: every index is computed for all B
 # samples and K + 1 unroll steps at once, with masks where it runs past a game's end.
-def make_batch_vectorized(flat: FlatGames, game_index: np.ndarray, positions: np.ndarray, padding: np.ndarray,
-                          num_unroll_steps: int, td_steps: int, discount: float) -> Batch:
-    """`make_batch` for (flat game index, position) pairs; same arrays, numpy-vectorised."""
+def make_batch_vectorized(
+    flat: FlatGames,
+    game_index: np.ndarray,
+    positions: np.ndarray,
+    padding: np.ndarray,
+    num_unroll_steps: int,
+    td_steps: int,
+    discount: float,
+    bootstrap_values: np.ndarray | None = None,
+    fresh_rows: int = 0,
+) -> Batch:
+    """`make_batch` for (flat game index, position) pairs; same arrays, numpy-vectorised.
+
+    Reanalyse: `bootstrap_values` ([B, K + 1], see `n_step_values`) replace the stored root
+    values the value targets bootstrap from; the first `fresh_rows` rows take their policy
+    targets from the reanalysed visits of each position that has some.
+    """
     length = flat.length[game_index][:, None]  # [B, 1]
     start = flat.move_start[game_index][:, None]
 
@@ -436,9 +559,13 @@ def make_batch_vectorized(flat: FlatGames, game_index: np.ndarray, positions: np
 
     index = positions[:, None] + np.arange(num_unroll_steps + 1)  # [B, K + 1]
     inside = index < length
-    value = n_step_values(flat, game_index[:, None], index, td_steps, discount)
+    value = n_step_values(flat, game_index[:, None], index, td_steps, discount, bootstrap_values)
     last_reward = np.where((index > 0) & (index <= length), flat.rewards[at(index - 1)], 0.0)
-    policy = np.where(inside[..., None], flat.child_visits[at(index)], 0.0)
+    visits = flat.child_visits[at(index)]
+    if fresh_rows:
+        fresh = (flat.reanalysed_step[at(index)] >= 0) & (np.arange(len(index)) < fresh_rows)[:, None]
+        visits = np.where(fresh[..., None], flat.fresh_visits[at(index)], visits)
+    policy = np.where(inside[..., None], visits, 0.0)
     return Batch(
         observation=flat.images(game_index, positions),
         actions=actions.astype(np.int32),

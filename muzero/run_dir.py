@@ -4,6 +4,7 @@
     RUN_DIR/lock                 the owner's lock: pid and host of the process writing the run
     RUN_DIR/events.out.tfevents.* TensorBoard
     RUN_DIR/eval.csv             greedy evaluations
+    RUN_DIR/log.txt              what the run printed (absl logging), appended to on resume
     RUN_DIR/checkpoints/         ckpt-S.{index,data-*}, state-S.pkl, ckpt-S.complete
 
 A run directory has one owner: the process that holds the OS lock on RUN_DIR/lock
@@ -25,6 +26,7 @@ CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 EVAL_FILE = "eval.csv"
 LOCK_FILE = "lock"
+LOG_FILE = "log.txt"
 
 # Run directories this process owns: resolved path -> the open lock file. A second flock on
 # another descriptor of the same file would conflict with our own, so each is taken once.
@@ -60,8 +62,9 @@ def lock_run_dir(run_dir: Path) -> None:
         os.close(fd)
         raise
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
-              .encode(), 0)
+    os.pwrite(
+        fd, f"pid {os.getpid()} on host {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0
+    )
     _held[key] = fd
 
 
@@ -109,8 +112,11 @@ def complete_steps(directory: str | Path) -> list[int]:
 
 
 def checkpoint_files_present(directory: Path, step: int) -> bool:
-    return ((directory / f"ckpt-{step}.index").is_file() and (directory / f"state-{step}.pkl").is_file()
-            and any(directory.glob(f"ckpt-{step}.data-*")))
+    return (
+        (directory / f"ckpt-{step}.index").is_file()
+        and (directory / f"state-{step}.pkl").is_file()
+        and any(directory.glob(f"ckpt-{step}.data-*"))
+    )
 
 
 def write_atomically(path: Path, data: bytes | str | Callable[[BinaryIO], None]) -> None:

@@ -41,8 +41,9 @@ class RunState:
         self.rng = np.random.default_rng(seed)
         self.counters = {"env_steps": 0, "wall_seconds": 0.0, "eval_seconds": 0.0, "nonfinite_skips": 0}
 
-    def state_dict(self, eval_rng: np.random.Generator, environments: tuple, games_in_progress: list,
-                   replay: dict) -> dict:
+    def state_dict(
+        self, eval_rng: np.random.Generator, environments: tuple, games_in_progress: list, replay: dict
+    ) -> dict:
         """The checkpoint's state dict, from the parts the other owners hand in."""
         return {
             "version": STATE_VERSION,

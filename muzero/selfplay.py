@@ -21,8 +21,9 @@ from muzero.storage import SharedStorage
 # Each game is produced by starting at the initial board position, then
 # repeatedly executing a Monte Carlo Tree Search to generate moves until the end
 # of the game is reached.
-def play_game(config: MuZeroConfig, network: Network, environment: Environment, rng: np.random.Generator,
-              greedy: bool = False) -> Game:
+def play_game(
+    config: MuZeroConfig, network: Network, environment: Environment, rng: np.random.Generator, greedy: bool = False
+) -> Game:
     """Plays one episode and returns it as a `Game` (detached from the environment).
 
     Args:
@@ -36,6 +37,8 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
     game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     while not game.terminal() and len(game.history) < config.max_moves:
         action, root = search_move(config, network, game, rng, greedy)
+        if not greedy and len(game.history) < config.selfplay.random_opening_moves:
+            action = int(rng.choice(game.legal_actions()))
         game.apply(action)
         game.store_search_statistics(root)
     game.environment = None
@@ -43,8 +46,9 @@ def play_game(config: MuZeroConfig, network: Network, environment: Environment, 
     return game
 
 
-def search_move(config: MuZeroConfig, network: Network, game: Game, rng: np.random.Generator | None,
-                greedy: bool = False) -> tuple[int, Node]:
+def search_move(
+    config: MuZeroConfig, network: Network, game: Game, rng: np.random.Generator | None, greedy: bool = False
+) -> tuple[int, Node]:
     """The move the reference search picks in `game`, and the searched root.
 
     Args:
@@ -55,16 +59,18 @@ def search_move(config: MuZeroConfig, network: Network, game: Game, rng: np.rand
     # obtain a hidden state given the current observation.
     root = Node(0)
     current_observation = game.make_image(-1)
-    expand_node(root, game.to_play(), game.legal_actions(),
-                network.initial_inference(current_observation[None]).item(0))
+    expand_node(
+        root, game.to_play(), game.legal_actions(), network.initial_inference(current_observation[None]).item(0)
+    )
     if not greedy:
         add_exploration_noise(config, root, rng)
 
     # We then run a Monte Carlo Tree Search using only action sequences and the
     # model learned by the network.
     run_mcts(config, root, game.action_history(), network)
-    action = select_action(config, len(game.history), root, network.training_steps(), rng,
-                           temperature=0.0 if greedy else None)
+    action = select_action(
+        config, len(game.history), root, network.training_steps(), rng, temperature=0.0 if greedy else None
+    )
     return action, root
 
 
@@ -81,6 +87,16 @@ def set_bootstrap_values(config: MuZeroConfig, network: Network, games: list[Gam
 
 # Many games at once: one batched search per move for all of them. A game that
 # ends is handed back, and its environment starts the next game at the next move.
+def root_noise(alpha: float, legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """`add_exploration_noise`'s Dirichlet(alpha) samples for B roots, over each root's legal
+    actions (0 elsewhere): [B, A] float64, drawn row by row."""
+    noise = np.zeros(legal.shape)
+    for row in range(len(legal)):
+        actions = np.flatnonzero(legal[row])
+        noise[row, actions] = rng.dirichlet([alpha] * len(actions))
+    return noise
+
+
 class BatchedSelfPlay:
     """A game in progress in each environment, advanced together one move at a time.
 
@@ -92,8 +108,13 @@ class BatchedSelfPlay:
       restart: start a new game in a slot whose game ended (false: one game per slot).
     """
 
-    def __init__(self, config: MuZeroConfig, environments: list[Environment], searcher: Searcher | None = None,
-                 restart: bool = True):
+    def __init__(
+        self,
+        config: MuZeroConfig,
+        environments: list[Environment],
+        searcher: Searcher | None = None,
+        restart: bool = True,
+    ):
         self.config = config
         self.environments = environments
         players = environments[0].num_players if environments else 1
@@ -111,8 +132,9 @@ class BatchedSelfPlay:
         config = self.config
         for i, game in enumerate(self.games):
             if game is None and not self.closed[i]:
-                self.games[i] = Game(config.action_space_size, config.discount, self.environments[i],
-                                     config.game.stacked_frames)
+                self.games[i] = Game(
+                    config.action_space_size, config.discount, self.environments[i], config.game.stacked_frames
+                )
         slots = [i for i, game in enumerate(self.games) if game is not None]
         if not slots:
             return []
@@ -122,20 +144,20 @@ class BatchedSelfPlay:
         legal = np.zeros((len(games), config.action_space_size), bool)
         for row, game in enumerate(games):
             legal[row, game.legal_actions()] = True
-        noise = None
-        if not greedy:
-            noise = np.zeros(legal.shape)
-            for row in range(len(games)):
-                actions = np.flatnonzero(legal[row])
-                noise[row, actions] = rng.dirichlet([config.search.root_dirichlet_alpha] * len(actions))
+        noise = None if greedy else root_noise(config.search.root_dirichlet_alpha, legal, rng)
         to_play = np.array([game.to_play() for game in games])
         result = self.searcher(network.initial_inference(observations), network, legal, to_play, noise)
         finished = []
         for row, (slot, game) in enumerate(zip(slots, games)):
             visits = [(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])]
-            temperature = 0.0 if greedy else config.visit_softmax_temperature_fn(len(game.history),
-                                                                                  network.training_steps())
-            game.apply(softmax_sample(visits, temperature, rng))
+            temperature = (
+                0.0 if greedy else config.visit_softmax_temperature_fn(len(game.history), network.training_steps())
+            )
+            if not greedy and len(game.history) < config.selfplay.random_opening_moves:
+                action = int(rng.choice(np.flatnonzero(legal[row])))  # see selfplay.random_opening_moves
+            else:
+                action = softmax_sample(visits, temperature, rng)
+            game.apply(action)
             game.store_visit_statistics(result.visit_counts[row].tolist(), result.root_value[row])
             if game.terminal() or len(game.history) >= config.max_moves:
                 game.environment = None
@@ -158,9 +180,15 @@ class BatchedSelfPlay:
         return games, self.moves_in_progress() + sum(len(game) for game in games) - before
 
 
-def play_games_batched(config: MuZeroConfig, network_fn: Callable[[], Network], environments: list[Environment],
-                       rng: np.random.Generator, greedy: bool = False, refresh_interval: int = 0,
-                       searcher: Searcher | None = None) -> list[Game]:
+def play_games_batched(
+    config: MuZeroConfig,
+    network_fn: Callable[[], Network],
+    environments: list[Environment],
+    rng: np.random.Generator,
+    greedy: bool = False,
+    refresh_interval: int = 0,
+    searcher: Searcher | None = None,
+) -> list[Game]:
     """Plays one game in each environment with the batched search; returns them in environment order.
 
     Args:
@@ -196,8 +224,9 @@ class SelfPlaySource:
 
     concurrent = False
 
-    def play(self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool],
-             start_step: int) -> tuple[list[Game], int]:
+    def play(
+        self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool], start_step: int
+    ) -> tuple[list[Game], int]:
         """Plays with the newest network in `storage`; returns the games that ended and the
         number of moves played (in all games, ended or not). `start_step` is the learner's step."""
         raise NotImplementedError
@@ -241,8 +270,9 @@ class LocalSelfPlay(SelfPlaySource):
         self.network: Network | None = None
         self.calls = 0
 
-    def play(self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool],
-             start_step: int) -> tuple[list[Game], int]:
+    def play(
+        self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool], start_step: int
+    ) -> tuple[list[Game], int]:
         if self.batched is None:
             game = play_game(self.config, storage.latest_network(), self.environments[0], rng)
             return [game], len(game)

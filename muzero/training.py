@@ -56,8 +56,11 @@ def learning_rate(config: MuZeroConfig, training_step: int) -> float:
 def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
     """SGD with momentum and the pseudocode's exponential decay (non-staircase)."""
     schedule = keras.optimizers.schedules.ExponentialDecay(
-        config.train.lr_init, decay_steps=config.train.lr_decay_steps,
-        decay_rate=config.train.lr_decay_rate, staircase=False)
+        config.train.lr_init,
+        decay_steps=config.train.lr_decay_steps,
+        decay_rate=config.train.lr_decay_rate,
+        staircase=False,
+    )
     return keras.optimizers.SGD(learning_rate=schedule, momentum=config.train.momentum)
 
 
@@ -68,11 +71,19 @@ def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
 # K unrolled steps together about as heavy as the initial step; the 0.5 on the
 # hidden state halves the gradient flowing back through each dynamics step, so
 # that the gradient reaching the start does not grow with K.
-def muzero_loss(network: KerasNetwork, batch: Batch, weight_decay: float, hidden_state_scale: float = 0.5,
-                hidden_state_gradient: Callable[[tf.Tensor], tf.Tensor] | None = None) -> tuple[tf.Tensor, dict, list]:
+def muzero_loss(
+    network: KerasNetwork,
+    batch: Batch,
+    weight_decay: float,
+    hidden_state_scale: float = 0.5,
+    hidden_state_gradient: Callable[[tf.Tensor], tf.Tensor] | None = None,
+    value_loss_weight: float = 1.0,
+) -> tuple[tf.Tensor, dict, list]:
     """The loss of `update_weights`, with per-part values for logging.
 
     Args:
+      value_loss_weight: the value loss's weight in each step's loss (`train.value_loss_weight`;
+        Reanalyse in the paper: 0.25).
       hidden_state_scale: the pseudocode's 0.5 on the hidden state after each dynamics step.
       hidden_state_gradient: replaces `scale_gradient(., hidden_state_scale)` by another
         op on that link (scripts/gradient_scaling_demo.py compares norm clipping).
@@ -112,9 +123,12 @@ def muzero_loss(network: KerasNetwork, batch: Batch, weight_decay: float, hidden
         # The initial step predicts no reward: no reward loss there.
         reward_loss = scalar_loss(output.reward_logits, target_reward[:, k]) if k > 0 else tf.zeros_like(value_loss)
         # No policy target on absorbing states past the end of the game.
-        policy_loss = tf.nn.softmax_cross_entropy_with_logits(
-            logits=output.policy_logits, labels=target_policy[:, k]) * policy_mask[:, k]
-        l = value_loss + reward_loss + policy_loss
+        policy_loss = (
+            tf.nn.softmax_cross_entropy_with_logits(logits=output.policy_logits, labels=target_policy[:, k])
+            * policy_mask[:, k]
+        )
+        weighted_value_loss = value_loss if value_loss_weight == 1.0 else value_loss_weight * value_loss
+        l = weighted_value_loss + reward_loss + policy_loss
         loss += scale_gradient(l, gradient_scale)
         step_losses.append(tf.reduce_mean(l))
         parts["value"] += tf.reduce_mean(value_loss)
@@ -133,11 +147,18 @@ def muzero_loss(network: KerasNetwork, batch: Batch, weight_decay: float, hidden
     return total, metrics, hidden_states
 
 
-def update_weights(optimizer: keras.optimizers.Optimizer, network: KerasNetwork, batch: Batch,
-                   weight_decay: float, gradient_norms: bool = False) -> dict:
+def update_weights(
+    optimizer: keras.optimizers.Optimizer,
+    network: KerasNetwork,
+    batch: Batch,
+    weight_decay: float,
+    gradient_norms: bool = False,
+    value_loss_weight: float = 1.0,
+) -> dict:
     """One SGD step on `muzero_loss`, skipped when the loss or a gradient is not finite.
 
     Args:
+      value_loss_weight: see `muzero_loss`.
       gradient_norms: also return `grad/...` norms: of the loss gradient with respect to
         the hidden state of each unroll step, per function, and global.
 
@@ -152,7 +173,7 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: KerasNetwork,
     averages = network.non_trainable_variables
     saved_averages = [tf.identity(v) for v in averages]
     with tf.GradientTape() as tape:
-        total, metrics, hidden_states = muzero_loss(network, batch, weight_decay)
+        total, metrics, hidden_states = muzero_loss(network, batch, weight_decay, value_loss_weight=value_loss_weight)
     initial_value = metrics.pop("initial_value")
     if gradient_norms:
         gradients, state_gradients = tape.gradient(total, (variables, hidden_states))
@@ -165,6 +186,7 @@ def update_weights(optimizer: keras.optimizers.Optimizer, network: KerasNetwork,
         return tf.constant(1.0)
 
     out = {f"loss/{name}": value for name, value in metrics.items()}
+
     def skip() -> tf.Tensor:
         for average, saved in zip(averages, saved_averages):
             average.assign(saved)
@@ -183,7 +205,7 @@ def gradient_norm_metrics(network: KerasNetwork, gradients: list, state_gradient
     start = 0
     for name, model in network.models.items():
         count = len(model.trainable_variables)
-        out[f"grad/{name}_norm"] = tf.linalg.global_norm(gradients[start:start + count])
+        out[f"grad/{name}_norm"] = tf.linalg.global_norm(gradients[start : start + count])
         start += count
     out["grad/global_norm"] = tf.linalg.global_norm(gradients)
     return out
@@ -214,14 +236,16 @@ class Learner:
             policy_mask=tf.TensorSpec([None, k + 1], tf.float32),
             importance_weight=tf.TensorSpec([None], tf.float32),
         )
-        weight_decay = config.train.weight_decay
+        weight_decay, value_weight = config.train.weight_decay, config.train.value_loss_weight
         self.grad_summary_interval = config.run.grad_summary_interval
 
         def step(batch: Batch) -> dict:
-            return update_weights(self.optimizer, self.network, batch, weight_decay)
+            return update_weights(self.optimizer, self.network, batch, weight_decay, value_loss_weight=value_weight)
 
         def step_with_norms(batch: Batch) -> dict:
-            return update_weights(self.optimizer, self.network, batch, weight_decay, gradient_norms=True)
+            return update_weights(
+                self.optimizer, self.network, batch, weight_decay, gradient_norms=True, value_loss_weight=value_weight
+            )
 
         jit = config.train.jit_compile
         self._step = tf.function(step, input_signature=[signature], jit_compile=jit)
@@ -242,8 +266,10 @@ class Learner:
         batch = batch._replace(observation=np.reshape(batch.observation, (len(batch.observation), *shape)))
         if n == 0:
             return batch
-        return batch._replace(target_value=scalar_to_support(batch.target_value, n),
-                              target_reward=scalar_to_support(batch.target_reward, n))
+        return batch._replace(
+            target_value=scalar_to_support(batch.target_value, n),
+            target_reward=scalar_to_support(batch.target_reward, n),
+        )
 
     def train_step(self, batch: Batch) -> dict[str, float | np.ndarray]:
         """One update on a sampled batch; returns `loss/...` (and every
@@ -277,17 +303,20 @@ class StepResult(NamedTuple):
 
 # The learner's inner step, as the pseudocode's train_network loop body: sample a batch,
 # update the weights on it, then give its positions their new priorities.
-def train_on_replay(learner: Learner, replay_buffer: ReplayBuffer,
-                    batch_hook: Callable[[Batch], Batch] | None = None) -> StepResult:
+def train_on_replay(
+    learner: Learner, replay_buffer: ReplayBuffer, batch_hook: Callable[[Batch], Batch] | None = None
+) -> StepResult:
     """Samples a batch, takes one training step on it, refreshes the batch's priorities
     (after a finite step only).
 
     Args:
       batch_hook: tests only: transforms the sampled batch (fault injection).
     """
-    train = learner.config.train
+    config = learner.config
+    # Reanalyse bootstraps value targets from the target network, reanalyse.td_steps ahead.
+    td_steps = config.reanalyse.td_steps if config.reanalyse.fraction > 0 else config.train.td_steps
     t0 = time.perf_counter()
-    batch = replay_buffer.sample_batch(train.num_unroll_steps, train.td_steps)
+    batch = replay_buffer.sample_batch(config.train.num_unroll_steps, td_steps)
     if batch_hook is not None:
         batch = batch_hook(batch)
     t1 = time.perf_counter()
@@ -299,11 +328,23 @@ def train_on_replay(learner: Learner, replay_buffer: ReplayBuffer,
         replay_buffer.refresh_priorities(batch, initial_value)
         if batch.importance_weight is not None:  # the largest weight shows how uneven sampling is
             metrics["replay/importance_weight_max"] = float(batch.importance_weight.max())
+        reanalysed = replay_buffer.last_reanalysed
+        if reanalysed is not None:
+            # Share of the batch whose policy target (k = 0) is a reanalysed one, and its age.
+            fresh = reanalysed >= 0
+            metrics["reanalyse/fraction_fresh"] = float(fresh.sum()) / len(batch.actions)
+            if fresh.any():
+                metrics["reanalyse/target_age"] = float(np.mean(learner.training_step - 1 - reanalysed[fresh]))
     return StepResult(metrics, finite, t1 - t0, seconds)
 
 
-def train_network(config: MuZeroConfig, learner: Learner, replay_buffer: ReplayBuffer,
-                  storage: SharedStorage | None = None, num_steps: int | None = None) -> dict:
+def train_network(
+    config: MuZeroConfig,
+    learner: Learner,
+    replay_buffer: ReplayBuffer,
+    storage: SharedStorage | None = None,
+    num_steps: int | None = None,
+) -> dict:
     """Pseudocode `train_network`: sample, update, publish every checkpoint_interval.
 
     Returns the last step's metrics (with "train/finite").

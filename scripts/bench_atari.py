@@ -51,13 +51,16 @@ SIZES = {
 
 def make_config(args: argparse.Namespace) -> MuZeroConfig:
     return MuZeroConfig(
-        game=GameConfig(id="ALE/Pong-v5", action_space_size=18, max_moves=27_000, stacked_frames=32,
-                        kwargs=AtariSettings()),
+        game=GameConfig(
+            id="ALE/Pong-v5", action_space_size=18, max_moves=27_000, stacked_frames=32, kwargs=AtariSettings()
+        ),
         search=SearchConfig(num_simulations=args.simulations),
         selfplay=SelfPlayConfig(batched=True, num_envs=args.envs, search="compiled", jit_compile=args.jit),
         network=NetworkConfig(kind="resnet", support_size=300, **SIZES[args.size]),
-        train=TrainConfig(batch_size=args.batch, num_unroll_steps=5, jit_compile=args.jit,
-                          mixed_precision=args.mixed_precision))
+        train=TrainConfig(
+            batch_size=args.batch, num_unroll_steps=5, jit_compile=args.jit, mixed_precision=args.mixed_precision
+        ),
+    )
 
 
 def forward_flops(model: tf.keras.Model) -> float:
@@ -94,12 +97,14 @@ def matmul_rate(dtype: tf.DType, size: int = 2048) -> float:
 def random_batch(config: MuZeroConfig, rng: np.random.Generator) -> Batch:
     b, k, a = config.train.batch_size, config.train.num_unroll_steps, config.action_space_size
     policy = rng.random((b, k + 1, a))
-    return Batch(observation=rng.integers(256, size=(b, 96, 96, 128), dtype=np.uint8),
-                 actions=rng.integers(a, size=(b, k)).astype(np.int32),
-                 target_value=rng.normal(size=(b, k + 1)).astype(np.float32),
-                 target_reward=rng.normal(size=(b, k + 1)).astype(np.float32),
-                 target_policy=(policy / policy.sum(-1, keepdims=True)).astype(np.float32),
-                 policy_mask=np.ones((b, k + 1), np.float32))
+    return Batch(
+        observation=rng.integers(256, size=(b, 96, 96, 128), dtype=np.uint8),
+        actions=rng.integers(a, size=(b, k)).astype(np.int32),
+        target_value=rng.normal(size=(b, k + 1)).astype(np.float32),
+        target_reward=rng.normal(size=(b, k + 1)).astype(np.float32),
+        target_policy=(policy / policy.sum(-1, keepdims=True)).astype(np.float32),
+        policy_mask=np.ones((b, k + 1), np.float32),
+    )
 
 
 def main() -> None:
@@ -115,8 +120,10 @@ def main() -> None:
     args = parser.parse_args()
     config = make_config(args)
     devices = [d.device_type for d in tf.config.list_logical_devices()]
-    print(f"devices: {devices}; size {args.size}, batch {args.batch}, K 5, jit {args.jit}, "
-          f"mixed precision {args.mixed_precision}")
+    print(
+        f"devices: {devices}; size {args.size}, batch {args.batch}, K 5, jit {args.jit}, "
+        f"mixed precision {args.mixed_precision}"
+    )
 
     reference = matmul_rate(tf.bfloat16 if args.mixed_precision else tf.float32)
     print(f"matmul reference: {reference / 1e12:.3f} TFLOP/s")
@@ -127,15 +134,19 @@ def main() -> None:
     representation = forward_flops(network.representation)
     recurrent = forward_flops(network.dynamics) + forward_flops(network.prediction)
     per_sample = 3 * (representation + forward_flops(network.prediction) + 5 * recurrent)
-    print(f"network: {params / 1e6:.2f} M parameters; forward GFLOP per sample: representation "
-          f"{representation / 1e9:.3f}, dynamics + prediction {recurrent / 1e9:.4f}; training step "
-          f"{per_sample / 1e9:.2f} GFLOP per sample (3 x forward, K = 5)")
+    print(
+        f"network: {params / 1e6:.2f} M parameters; forward GFLOP per sample: representation "
+        f"{representation / 1e9:.3f}, dynamics + prediction {recurrent / 1e9:.4f}; training step "
+        f"{per_sample / 1e9:.2f} GFLOP per sample (3 x forward, K = 5)"
+    )
 
     batch = random_batch(config, np.random.default_rng(0))
     step = median_seconds(lambda: learner.train_step(batch), args.steps)
     rate = per_sample * args.batch / step
-    print(f"training step: {step:.3f} s median -> {1 / step:.2f} steps/s, {args.batch / step:.1f} samples/s, "
-          f"{rate / 1e12:.3f} TFLOP/s = {rate / reference:.2f} x the matmul reference")
+    print(
+        f"training step: {step:.3f} s median -> {1 / step:.2f} steps/s, {args.batch / step:.1f} samples/s, "
+        f"{rate / 1e12:.3f} TFLOP/s = {rate / reference:.2f} x the matmul reference"
+    )
 
     environments = [make_environment(config.game, seed) for seed in range(args.envs)]
     searcher = make_searcher(config, args.envs, (96, 96, 3), np.uint8)
@@ -145,8 +156,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     move = median_seconds(lambda: selfplay.step(storage.latest_network(), rng), args.moves)
     moves = args.envs / move
-    print(f"self-play: {move:.3f} s per batched move of {args.envs} games, {args.simulations} simulations -> "
-          f"{moves:.1f} moves/s, {moves * config.game.kwargs.frame_skip:.1f} frames/s")
+    print(
+        f"self-play: {move:.3f} s per batched move of {args.envs} games, {args.simulations} simulations -> "
+        f"{moves:.1f} moves/s, {moves * config.game.kwargs.frame_skip:.1f} frames/s"
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,19 @@ CONFIGS = {"tictactoe": ROOT / "configs" / "tictactoe.yaml", "connect4": ROOT / 
 
 def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: list[str]) -> float:
     """Trains until the budget is spent (or the run ends); returns the seconds it ran."""
-    command = [sys.executable, "-m", "muzero.cli", "train", "--config", str(config), "--logdir", str(run_dir),
-               "--set", f"run.seed={seed}", *(arg for s in settings for arg in ("--set", s))]
+    command = [
+        sys.executable,
+        "-m",
+        "muzero.cli",
+        "train",
+        "--config",
+        str(config),
+        "--logdir",
+        str(run_dir),
+        "--set",
+        f"run.seed={seed}",
+        *(arg for s in settings for arg in ("--set", s)),
+    ]
     log = (run_dir.parent / f"{run_dir.name}.log").open("w")
     started = time.time()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -52,9 +63,25 @@ def final_matches(run_dir: Path, opponents: list[str], games: int) -> list[dict]
     rows = []
     for opponent in opponents:
         table = run_dir / f"final-{opponent.replace(':', '_')}.csv"
-        result = subprocess.run([sys.executable, "-m", "muzero.cli", "evaluate", "--run", str(run_dir), "--opponent",
-                                 opponent, "--games", str(games), "--csv", str(table)], capture_output=True, text=True,
-                                check=False)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "muzero.cli",
+                "evaluate",
+                "--run",
+                str(run_dir),
+                "--opponent",
+                opponent,
+                "--games",
+                str(games),
+                "--csv",
+                str(table),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if result.returncode != 0:
             raise SystemExit(f"{run_dir}: evaluation against {opponent} failed: {result.stderr[-500:]}")
         print(result.stdout.strip())
@@ -72,9 +99,18 @@ def curve(run_dir: Path, seed: int) -> list[dict]:
             totals[key][column] += float(row[column])
     out = []
     for (step, wall, opponent), t in sorted(totals.items()):
-        out.append({"seed": seed, "training_step": step, "wall_seconds": wall, "opponent": opponent,
-                    "win": t["win"] / t["games"], "draw": t["draw"] / t["games"], "loss": t["loss"] / t["games"],
-                    "score": (t["win"] + 0.5 * t["draw"]) / t["games"]})
+        out.append(
+            {
+                "seed": seed,
+                "training_step": step,
+                "wall_seconds": wall,
+                "opponent": opponent,
+                "win": t["win"] / t["games"],
+                "draw": t["draw"] / t["games"],
+                "loss": t["loss"] / t["games"],
+                "score": (t["win"] + 0.5 * t["draw"]) / t["games"],
+            }
+        )
     return out
 
 

@@ -44,9 +44,22 @@ def main() -> None:
     for seed in args.seeds:
         run_dir = args.out / f"seed-{seed}"
         if not (run_dir / "eval.csv").is_file():
-            command = [sys.executable, "-m", "muzero.cli", "train", "--config", args.config, "--logdir", str(run_dir),
-                       "--set", f"run.seed={seed}", "--set", f"run.eval_episodes={args.episodes}",
-                       "--set", f"run.eval_interval={args.eval_interval}"]
+            command = [
+                sys.executable,
+                "-m",
+                "muzero.cli",
+                "train",
+                "--config",
+                args.config,
+                "--logdir",
+                str(run_dir),
+                "--set",
+                f"run.seed={seed}",
+                "--set",
+                f"run.eval_episodes={args.episodes}",
+                "--set",
+                f"run.eval_interval={args.eval_interval}",
+            ]
             for override in args.set:
                 command += ["--set", override]
             print(f"seed {seed}: {' '.join(command[1:])}", flush=True)
@@ -58,31 +71,59 @@ def main() -> None:
             entry = {"seed": seed, "threshold": threshold}
             if row is not None:
                 wall, evaluating = float(row["wall_seconds"]), float(row["eval_seconds"])
-                entry.update(training_step=int(row["training_step"]), env_steps=int(row["env_steps"]),
-                             wall_seconds=wall, wall_seconds_without_eval=round(wall - evaluating, 1))
+                entry.update(
+                    training_step=int(row["training_step"]),
+                    env_steps=int(row["env_steps"]),
+                    wall_seconds=wall,
+                    wall_seconds_without_eval=round(wall - evaluating, 1),
+                    # Stability: the lowest evaluation from then on (to the end of the run).
+                    min_return_after=min(float(r["mean_return"]) for r in rows[rows.index(row) :]),
+                )
             summary.append(entry)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    fields = ["seed", "threshold", "training_step", "env_steps", "wall_seconds", "wall_seconds_without_eval"]
+    fields = [
+        "seed",
+        "threshold",
+        "training_step",
+        "env_steps",
+        "wall_seconds",
+        "wall_seconds_without_eval",
+        "min_return_after",
+    ]
     with open(args.out / "summary.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(summary)
     print(f"\nmean greedy return over {args.episodes} episodes, first at or above:")
-    print("| seed | return | training step | env steps | wall s | wall s without evaluation |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| seed | return | training step | env steps | wall s | wall s without evaluation | lowest return after |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for entry in summary:
         if "training_step" in entry:
-            print(f"| {entry['seed']} | {entry['threshold']:g} | {entry['training_step']:,} | {entry['env_steps']:,} | "
-                  f"{entry['wall_seconds']:.0f} | {entry['wall_seconds_without_eval']:.0f} |")
+            print(
+                f"| {entry['seed']} | {entry['threshold']:g} | {entry['training_step']:,} | {entry['env_steps']:,} | "
+                f"{entry['wall_seconds']:.0f} | {entry['wall_seconds_without_eval']:.0f} | "
+                f"{entry['min_return_after']:.1f} |"
+            )
         else:
-            print(f"| {entry['seed']} | {entry['threshold']:g} | not reached | | | |")
+            print(f"| {entry['seed']} | {entry['threshold']:g} | not reached | | | | |")
     print(f"wrote {args.out / 'summary.csv'}")
     try:
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_learning_curve.py"),
-                        *[str(args.out / f"seed-{seed}") for seed in args.seeds], "--out",
-                        str(args.out / "learning_curve.png"), "--title",
-                        f"CartPole-v1, default config: greedy return ({args.episodes} episodes per point)"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "plot_learning_curve.py"),
+                *[str(args.out / f"seed-{seed}") for seed in args.seeds],
+                "--out",
+                str(args.out / "learning_curve.png"),
+                "--title",
+                (
+                    f"CartPole-v1, {' '.join(args.set) or 'default config'}\ngreedy return "
+                    f"({args.episodes} episodes per point)"
+                ),
+            ],
+            check=True,
+        )
     except subprocess.CalledProcessError:
         print("no PNG (is matplotlib installed? pip install -e '.[plot]')")
 

@@ -66,15 +66,13 @@ def bench_local(config: MuZeroConfig, spec, interval: float, intervals: int) -> 
     return median_rate(points, start, interval, intervals)
 
 
-def bench_ray(config: MuZeroConfig, spec, num_actors: int, interval: float,
-              intervals: int) -> float:
+def bench_ray(config: MuZeroConfig, spec, num_actors: int, interval: float, intervals: int) -> float:
     """Moves/s of `num_actors` self-play actors on a local Ray cluster, games collected on the driver."""
     import dataclasses
 
     from muzero.actors import SelfPlayActors
 
-    config = config.replace(actors=dataclasses.replace(config.actors, num_actors=num_actors,
-                                                       min_live_actors=1))
+    config = config.replace(actors=dataclasses.replace(config.actors, num_actors=num_actors, min_live_actors=1))
     actors = SelfPlayActors(config, spec)
     try:
         actors.start(0)
@@ -107,14 +105,17 @@ def main() -> None:
 
     spec = check_environment(config.game)
     counts = [int(n) for n in args.actors.split(",")]
-    rows = [("local (in-process)", 1, bench_local(config, spec, args.interval_seconds,
-                                                   args.intervals))]
-    rows += [(f"ray, {n} actor{'s' * (n > 1)}", n, bench_ray(config, spec, n, args.interval_seconds,
-                                                            args.intervals)) for n in counts]
+    rows = [("local (in-process)", 1, bench_local(config, spec, args.interval_seconds, args.intervals))]
+    rows += [
+        (f"ray, {n} actor{'s' * (n > 1)}", n, bench_ray(config, spec, n, args.interval_seconds, args.intervals))
+        for n in counts
+    ]
     one = next((rate for name, n, rate in rows if name.startswith("ray") and n == 1), float("nan"))
-    print(f"{config.game.id}: {config.selfplay.num_envs} games per actor, {config.search.num_simulations} "
-          f"simulations, search {config.selfplay.search}, {config.actors.moves_per_call} moves per call; "
-          f"{os.cpu_count()} CPUs; medians of {args.intervals} x {args.interval_seconds:g} s")
+    print(
+        f"{config.game.id}: {config.selfplay.num_envs} games per actor, {config.search.num_simulations} "
+        f"simulations, search {config.selfplay.search}, {config.actors.moves_per_call} moves per call; "
+        f"{os.cpu_count()} CPUs; medians of {args.intervals} x {args.interval_seconds:g} s"
+    )
     print("| back end | actors | moves/s | efficiency throughput(N) / (N x throughput(1)) |")
     print("| --- | --- | --- | --- |")
     for name, n, rate in rows:

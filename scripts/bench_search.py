@@ -50,15 +50,17 @@ class CompiledTFNetwork(Network):
             return out.value, out.reward, out.policy_logits, out.hidden_state
 
         self._initial = tf.function(initial, input_signature=[tf.TensorSpec([None, observation_size], tf.float32)])
-        self._recurrent = tf.function(recurrent, input_signature=[tf.TensorSpec([None, hidden_size], tf.float32),
-                                                                  tf.TensorSpec([None], tf.int32)])
+        self._recurrent = tf.function(
+            recurrent, input_signature=[tf.TensorSpec([None, hidden_size], tf.float32), tf.TensorSpec([None], tf.int32)]
+        )
 
     def initial_inference(self, observation) -> NetworkOutput:
         return NetworkOutput(*(t.numpy() for t in self._initial(np.asarray(observation, np.float32))))
 
     def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
-        return NetworkOutput(*(t.numpy() for t in self._recurrent(np.asarray(hidden_state, np.float32),
-                                                                   np.asarray(action, np.int32))))
+        return NetworkOutput(
+            *(t.numpy() for t in self._recurrent(np.asarray(hidden_state, np.float32), np.asarray(action, np.int32)))
+        )
 
     def training_steps(self) -> int:
         return 0
@@ -92,8 +94,10 @@ def mctx_searcher(weights: dict, support_size: int, num_simulations: int, discou
     import jax.numpy as jnp
     import mctx
 
-    params = {name: {layer: (jnp.asarray(k), jnp.asarray(b)) for layer, (k, b) in layers.items()}
-              for name, layers in weights.items()}
+    params = {
+        name: {layer: (jnp.asarray(k), jnp.asarray(b)) for layer, (k, b) in layers.items()}
+        for name, layers in weights.items()
+    }
     bins = jnp.arange(-support_size, support_size + 1, dtype=jnp.float32)
 
     def dense(p, x):
@@ -120,8 +124,9 @@ def mctx_searcher(weights: dict, support_size: int, num_simulations: int, discou
         next_state = scale(dense(p["dynamics"]["state"], x))
         reward = scalar(dense(p["dynamics"]["reward"], x))
         logits, value = predict(p, next_state)
-        out = mctx.RecurrentFnOutput(reward=reward, discount=jnp.full_like(reward, discount), prior_logits=logits,
-                                     value=value)
+        out = mctx.RecurrentFnOutput(
+            reward=reward, discount=jnp.full_like(reward, discount), prior_logits=logits, value=value
+        )
         return out, next_state
 
     @jax.jit
@@ -142,9 +147,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="timing per row")
     args = parser.parse_args()
 
-    config = MuZeroConfig(game=GameConfig(action_space_size=2, discount=0.997),
-                          search=SearchConfig(num_simulations=args.simulations),
-                          network=NetworkConfig(hidden_state_size=32, hidden_layers=(64,), support_size=10))
+    config = MuZeroConfig(
+        game=GameConfig(action_space_size=2, discount=0.997),
+        search=SearchConfig(num_simulations=args.simulations),
+        network=NetworkConfig(hidden_state_size=32, hidden_layers=(64,), support_size=10),
+    )
     tf.keras.utils.set_random_seed(0)
     keras_network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
     numpy_network = keras_network.numpy_network()
@@ -171,7 +178,9 @@ def main() -> None:
         out = keras_network.recurrent_inference(hidden_state, action)
         return out.value, out.reward, out.policy_logits, out.hidden_state
 
-    compiled_search = CompiledSearch(config.search, config.discount, config.action_space_size, tf_recurrent, (32,), jit_compile=True)
+    compiled_search = CompiledSearch(
+        config.search, config.discount, config.action_space_size, tf_recurrent, (32,), jit_compile=True
+    )
 
     for batch in args.batches:
         observations = rng.normal(size=(batch, 4)).astype(np.float32)
@@ -185,13 +194,20 @@ def main() -> None:
         print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)
 
         def batched(observations=observations, legal=legal):
-            run_batched_mcts(config.search, config.discount, numpy_network.initial_inference(observations), numpy_network, legal)
+            run_batched_mcts(
+                config.search, config.discount, numpy_network.initial_inference(observations), numpy_network, legal
+            )
 
         rows.append((f"batched, numpy network, B={batch}", batch, batch / timed(batched, args.seconds)))
         print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)
         if search is not None:
-            rows.append((f"mctx muzero_policy (JAX jit), B={batch}", batch,
-                         batch / timed(lambda observations=observations: search(observations), args.seconds)))
+            rows.append(
+                (
+                    f"mctx muzero_policy (JAX jit), B={batch}",
+                    batch,
+                    batch / timed(lambda observations=observations: search(observations), args.seconds),
+                )
+            )
             print(f"  {rows[-1][0]}: {rows[-1][2]:.0f} moves/s", flush=True)
 
     reference_tf, reference_np = rows[0][2], rows[1][2]
@@ -202,8 +218,10 @@ def main() -> None:
     for name, batch, rate in rows:
         ours = name.startswith(("batched", "compiled"))
         vs_mctx = f"{rate / mctx_by_batch[batch]:.2f}x" if ours and batch in mctx_by_batch else ""
-        print(f"| {name} | {batch} | {rate:,.0f} | {rate * args.simulations:,.0f} | {rate / reference_tf:.1f}x | "
-              f"{rate / reference_np:.1f}x | {vs_mctx} |")
+        print(
+            f"| {name} | {batch} | {rate:,.0f} | {rate * args.simulations:,.0f} | {rate / reference_tf:.1f}x | "
+            f"{rate / reference_np:.1f}x | {vs_mctx} |"
+        )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,9 @@ def random_batch(rng: np.random.Generator, batch_size: int, k: int, support_size
     )
 
 
-def representation_gradient_norms(network: MLPNetwork, batch: Batch, variant: str,
-                                  clip_norm: float) -> tuple[float, float]:
+def representation_gradient_norms(
+    network: MLPNetwork, batch: Batch, variant: str, clip_norm: float
+) -> tuple[float, float]:
     """(norm of the whole loss's gradient, norm of the recurrent steps' part) at the representation."""
     kwargs = {}
     if variant.startswith("scale"):
@@ -74,14 +75,23 @@ def representation_gradient_norms(network: MLPNetwork, batch: Batch, variant: st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("docs/gradient_scaling_demo"),
-                        help="output prefix: writes PREFIX.csv and PREFIX.png")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("docs/gradient_scaling_demo"),
+        help="output prefix: writes PREFIX.csv and PREFIX.png",
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--max-k", type=int, default=10)
-    parser.add_argument("--clip-norm", type=float, default=0.01,
-                        help="norm the clipping variant clips the hidden-state gradient to")
-    parser.add_argument("--run", type=Path, default=None,
-                        help="use this run's trained network (newest checkpoint) instead of random ones")
+    parser.add_argument(
+        "--clip-norm", type=float, default=0.01, help="norm the clipping variant clips the hidden-state gradient to"
+    )
+    parser.add_argument(
+        "--run",
+        type=Path,
+        default=None,
+        help="use this run's trained network (newest checkpoint) instead of random ones",
+    )
     args = parser.parse_args()
 
     variants = ["scale=1.0", "scale=0.5", "scale=0.0", f"clip_norm={args.clip_norm:g}"]
@@ -90,27 +100,43 @@ def main() -> None:
         trained = MLPNetwork(config.network, config.action_space_size, observation_size=4)
         Checkpointer(args.run / CHECKPOINT_DIR, trained, optimizer=None).restore()
     else:
-        config = MuZeroConfig(game=GameConfig(action_space_size=2),
-                              network=NetworkConfig(hidden_state_size=16, hidden_layers=(32,), support_size=10),
-                              train=TrainConfig(weight_decay=0.0))
+        config = MuZeroConfig(
+            game=GameConfig(action_space_size=2),
+            network=NetworkConfig(hidden_state_size=16, hidden_layers=(32,), support_size=10),
+            train=TrainConfig(weight_decay=0.0),
+        )
     support_size, actions = config.network.support_size, config.action_space_size
     rows = []
     for k in range(1, args.max_k + 1):
         norms = {(variant, part): [] for variant in variants for part in PARTS}
         for seed in range(args.seeds):
             tf.keras.utils.set_random_seed(seed)
-            network = trained if args.run is not None else MLPNetwork(config.network, config.action_space_size, observation_size=4)
+            network = (
+                trained
+                if args.run is not None
+                else MLPNetwork(config.network, config.action_space_size, observation_size=4)
+            )
             batch = random_batch(np.random.default_rng(seed), 64, k, support_size, actions)
             for variant in variants:
                 whole, recurrent = representation_gradient_norms(network, batch, variant, args.clip_norm)
                 norms[(variant, "whole loss")].append(whole)
                 norms[(variant, "recurrent steps only")].append(recurrent)
         for (variant, part), values in norms.items():
-            rows.append({"K": k, "variant": variant, "part": part, "median": float(np.median(values)),
-                         "min": float(np.min(values)), "max": float(np.max(values))})
+            rows.append(
+                {
+                    "K": k,
+                    "variant": variant,
+                    "part": part,
+                    "median": float(np.median(values)),
+                    "min": float(np.min(values)),
+                    "max": float(np.max(values)),
+                }
+            )
         for part in PARTS:
-            print(f"K={k:2d} {part:>20}: " + "  ".join(f"{v}: {np.median(norms[(v, part)]):.4f}" for v in variants),
-                  flush=True)
+            print(
+                f"K={k:2d} {part:>20}: " + "  ".join(f"{v}: {np.median(norms[(v, part)]):.4f}" for v in variants),
+                flush=True,
+            )
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out.with_suffix(".csv"), "w", newline="") as f:
@@ -139,8 +165,11 @@ def main() -> None:
         axis.grid(alpha=0.3)
         axis.legend(title="hidden-state link", fontsize=8)
     network_kind = f"trained network of run {args.run.name}" if args.run else "random networks"
-    fig.suptitle(f"Gradient of muzero_loss reaching the representation network ({network_kind}; median of "
-                 f"{args.seeds} seeds, band: min-max)", fontsize=10)
+    fig.suptitle(
+        f"Gradient of muzero_loss reaching the representation network ({network_kind}; median of "
+        f"{args.seeds} seeds, band: min-max)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=110)
     print(f"wrote {args.out.with_suffix('.png')}")

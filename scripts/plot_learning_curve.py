@@ -1,6 +1,7 @@
 """Plots greedy evaluation returns of one or more runs (their eval.csv) into a PNG.
 
-    python scripts/plot_learning_curve.py runs/NAME [runs/OTHER ...] --out docs/cartpole_learning_curve.png
+    python scripts/plot_learning_curve.py runs/NAME [runs/OTHER ...] --out docs/cartpole_learning_curve.png \
+        [--labels NAME OTHER ...]
 
 Needs the `plot` extra (matplotlib), which `make train` / `make test` install.
 """
@@ -23,7 +24,11 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--title", default="CartPole-v1: greedy return (10 episodes per point)")
+    parser.add_argument("--labels", nargs="+", help="one legend entry per run (default: the run folders' names)")
     args = parser.parse_args()
+    if args.labels and len(args.labels) != len(args.runs):
+        parser.error(f"--labels: {len(args.labels)} given for {len(args.runs)} runs")
+    labels = args.labels or [run.name for run in args.runs]
 
     import matplotlib
 
@@ -31,7 +36,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for run in args.runs:
+    for run, label in zip(args.runs, labels):
         data = read_eval(run)
         if not data:
             continue
@@ -39,7 +44,7 @@ def main() -> None:
         low = [m - s for m, s in zip(data["mean_return"], data["std_return"])]
         high = [m + s for m, s in zip(data["mean_return"], data["std_return"])]
         for axis, x in ((by_time, minutes), (by_steps, data["env_steps"])):
-            axis.plot(x, data["mean_return"], marker="o", markersize=3, label=run.name)
+            axis.plot(x, data["mean_return"], marker="o", markersize=3, label=label)
             axis.fill_between(x, low, high, alpha=0.2)
     for axis in (by_time, by_steps):
         axis.axhline(200, color="grey", linestyle="--", linewidth=1)

@@ -21,8 +21,12 @@ _SESSION_HOME = Path(tempfile.mkdtemp(prefix="muzero-tests-"))
 def _hermetic_environment() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Caches and settings that Keras, matplotlib and others keep under ~ by default.
-    for variable, folder in (("KERAS_HOME", "keras"), ("MPLCONFIGDIR", "matplotlib"),
-                             ("XDG_CACHE_HOME", "cache"), ("XDG_CONFIG_HOME", "config")):
+    for variable, folder in (
+        ("KERAS_HOME", "keras"),
+        ("MPLCONFIGDIR", "matplotlib"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_CONFIG_HOME", "config"),
+    ):
         os.environ[variable] = str(_SESSION_HOME / folder)
         (_SESSION_HOME / folder).mkdir()
     # Ray: no usage reports, and the token of the tests' own clusters. Ray reads a token
@@ -70,7 +74,6 @@ def tiny_run(tmp_path_factory) -> Path:
     return run_dir
 
 
-
 @pytest.fixture(scope="session")
 def atari_tiny_run(tmp_path_factory) -> Path:
     """`muzero train --config configs/atari/tiny.yaml` as it is (6 steps, a checkpoint every 3)."""
@@ -86,11 +89,26 @@ def tictactoe_tiny_run(tmp_path_factory) -> Path:
     """`configs/tictactoe.yaml` shrunk to seconds: 20 steps, 4 simulations, the numpy search,
     one evaluation against the random player at step 20 (4 games)."""
     run_dir = tmp_path_factory.mktemp("shared") / "tictactoe"
-    settings = ["train.training_steps=20", "train.checkpoint_interval=10", "search.num_simulations=4",
-                "selfplay.num_envs=4", "selfplay.search=numpy", "replay.min_games=4", "train.batch_size=16",
-                "run.eval_interval=20", "run.eval_opponents=[random]", "run.eval_games=4"]
-    result = muzero_command("train", "--config", TICTACTOE, "--logdir", str(run_dir),
-                            *(arg for setting in settings for arg in ("--set", setting)))
+    settings = [
+        "train.training_steps=20",
+        "train.checkpoint_interval=10",
+        "search.num_simulations=4",
+        "selfplay.num_envs=4",
+        "selfplay.search=numpy",
+        "replay.min_games=4",
+        "train.batch_size=16",
+        "run.eval_interval=20",
+        "run.eval_opponents=[random]",
+        "run.eval_games=4",
+    ]
+    result = muzero_command(
+        "train",
+        "--config",
+        TICTACTOE,
+        "--logdir",
+        str(run_dir),
+        *(arg for setting in settings for arg in ("--set", setting)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir / "train.stderr").write_text(result.stderr)
     return run_dir

@@ -14,14 +14,23 @@ ATARI_TINY = str(ROOT / "configs" / "atari" / "tiny.yaml")
 TICTACTOE = str(ROOT / "configs" / "tictactoe.yaml")
 
 
-def muzero_command(*args: str, cwd: Path = ROOT, timeout: float = 600,
-                   input_text: str | None = None) -> subprocess.CompletedProcess:
+def muzero_command(
+    *args: str, cwd: Path = ROOT, timeout: float = 600, input_text: str | None = None
+) -> subprocess.CompletedProcess:
     """Runs `muzero ARGS` as a user would (a new process; stdin: `input_text`, or none); returns it finished."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     stdin = subprocess.DEVNULL if input_text is None else None
-    return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          check=False, text=True, timeout=timeout, stdin=stdin, input=input_text)
-
+    return subprocess.run(
+        [sys.executable, "-m", "muzero.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=timeout,
+        stdin=stdin,
+        input=input_text,
+    )
 
 
 # The shared `tiny_run` (conftest.py): 30 steps, a checkpoint every 5.
@@ -36,5 +45,13 @@ def copy_run(run_dir: Path, destination: Path) -> Path:
 
 def checkpoint_files(*steps: int) -> set[str]:
     """What RUN/checkpoints holds when exactly the checkpoints at `steps` are on disk, complete."""
-    return {"checkpoint"} | {name for step in steps for name in (
-        f"ckpt-{step}.complete", f"ckpt-{step}.data-00000-of-00001", f"ckpt-{step}.index", f"state-{step}.pkl")}
+    return {"checkpoint"} | {
+        name
+        for step in steps
+        for name in (
+            f"ckpt-{step}.complete",
+            f"ckpt-{step}.data-00000-of-00001",
+            f"ckpt-{step}.index",
+            f"state-{step}.pkl",
+        )
+    }

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from muzero.actors import SelfPlayWorker, actor_seeds
-from muzero.config import ActorsConfig, GameConfig, MuZeroConfig, ReplayConfig, SelfPlayConfig
+from muzero.config import ActorsConfig, GameConfig, MuZeroConfig, ReanalyseConfig, ReplayConfig, SelfPlayConfig
 from muzero.config_io import load_config
 from muzero.envs import EnvironmentSpec
 from muzero.networks.base import UniformNetwork
@@ -59,10 +59,24 @@ def ray_address():
     assert Path(os.environ["RAY_AUTH_TOKEN_PATH"]).is_file()
     auth_mode = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "token"
-    head = subprocess.Popen([RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-                             "--num-cpus=4", "--include-dashboard=false", "--disable-usage-stats",
-                             f"--temp-dir={temp_dir}"], env=_env(), stdout=log.open("w"),
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    head = subprocess.Popen(
+        [
+            RAY,
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=4",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={temp_dir}",
+        ],
+        env=_env(),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 90
         while "Ray runtime started" not in log.read_text():
@@ -83,8 +97,16 @@ def ray_address():
 
 
 def muzero(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "muzero.cli", *args], cwd=ROOT, env=_env(), capture_output=True,
-                          check=False, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "muzero.cli", *args],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
@@ -110,8 +132,7 @@ def test_actor_seeds_are_distinct_and_reproducible():
 
 
 def _small_config(**actors) -> MuZeroConfig:
-    return load_config(TINY).replace(selfplay=SelfPlayConfig(batched=True, num_envs=2),
-                                     actors=ActorsConfig(**actors))
+    return load_config(TINY).replace(selfplay=SelfPlayConfig(batched=True, num_envs=2), actors=ActorsConfig(**actors))
 
 
 def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
@@ -136,19 +157,37 @@ def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
 # ----- config and flags through the real command -----
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--set", "actors.min_live_actors=3"],
-     "--set actors.min_live_actors=3: actors.min_live_actors: expected at most actors.num_actors (2), got 3"),
-    (["--set", "actors.num_actors=0"], "--set actors.num_actors=0: actors.num_actors: expected a value >= 1, got 0"),
-    (["--set", "actors.max_restarts=-2"], "--set actors.max_restarts=-2: actors.max_restarts: expected a value >= -1, got -2"),
-    (["--set", "actors.call_timeout_seconds=0"], "--set actors.call_timeout_seconds=0: actors.call_timeout_seconds: expected a value > 0.0, got 0.0"),
-    (["--set", "actors.max_inflight=2"],
-     "--set actors.max_inflight=2: actors.max_inflight: unknown key (did you mean 'max_inflight_per_actor'?)"),
-    (["--ray-address", "127.0.0.1:1"], "--ray-address: only with --backend ray"),
-    # Port 1 on loopback: nothing listens there, so the connection is refused at once.
-    (["--backend", "ray", "--ray-address", "127.0.0.1:1"],
-     "--ray-address 127.0.0.1:1: no Ray cluster answers there (Connection refused); start one with `ray start --head`"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (
+            ["--set", "actors.min_live_actors=3"],
+            "--set actors.min_live_actors=3: actors.min_live_actors: expected at most actors.num_actors (2), got 3",
+        ),
+        (
+            ["--set", "actors.num_actors=0"],
+            "--set actors.num_actors=0: actors.num_actors: expected a value >= 1, got 0",
+        ),
+        (
+            ["--set", "actors.max_restarts=-2"],
+            "--set actors.max_restarts=-2: actors.max_restarts: expected a value >= -1, got -2",
+        ),
+        (
+            ["--set", "actors.call_timeout_seconds=0"],
+            "--set actors.call_timeout_seconds=0: actors.call_timeout_seconds: expected a value > 0.0, got 0.0",
+        ),
+        (
+            ["--set", "actors.max_inflight=2"],
+            "--set actors.max_inflight=2: actors.max_inflight: unknown key (did you mean 'max_inflight_per_actor'?)",
+        ),
+        (["--ray-address", "127.0.0.1:1"], "--ray-address: only with --backend ray"),
+        # Port 1 on loopback: nothing listens there, so the connection is refused at once.
+        (
+            ["--backend", "ray", "--ray-address", "127.0.0.1:1"],
+            "--ray-address 127.0.0.1:1: no Ray cluster answers there (Connection refused); start one with `ray start --head`",
+        ),
+    ],
+)
 def test_bad_actor_settings_exit_2_with_one_line(tmp_path, args, fragment):
     result = muzero("train", "--config", TINY, "--logdir", str(tmp_path / "run"), *args)
     assert result.returncode == 2, result.stderr[-2000:]
@@ -166,8 +205,9 @@ def test_local_backend_never_imports_ray(tmp_path):
         " '--set', 'train.training_steps=4']))\n"
         "print(code, 'ray' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=300,
-                            env=_env(), cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=300, env=_env(), cwd=ROOT
+    )
     assert result.stdout.split()[-2:] == ["0", "False"], result.stderr[-2000:]
 
 
@@ -179,9 +219,22 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
     run_dir = tmp_path / "run"
     # Games of at most 5 moves (CartPole lasts 8 moves or more): each call of 5 moves in 2 games
     # ends both of them, so an actor that finishes any call has sent games.
-    settings = ["--backend", "ray", "--ray-address", ray_address, "--set", "selfplay.num_envs=2",
-                "--set", "actors.num_actors=2", "--set", "actors.moves_per_call=5", "--set", "replay.window_size=1000",
-                "--set", "game.max_moves=5"]
+    settings = [
+        "--backend",
+        "ray",
+        "--ray-address",
+        ray_address,
+        "--set",
+        "selfplay.num_envs=2",
+        "--set",
+        "actors.num_actors=2",
+        "--set",
+        "actors.moves_per_call=5",
+        "--set",
+        "replay.window_size=1000",
+        "--set",
+        "game.max_moves=5",
+    ]
     result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=10", *settings)
     assert result.returncode == 0, result.stderr[-3000:]
     # Games reached replay from every actor: both counts are above 0 (10 steps need 20 moves,
@@ -195,8 +248,16 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
 
     # Resume on the actors: replay and learner come from the checkpoint, actors start fresh
     # games; here with the compiled search, so TensorFlow and XLA run inside the actors.
-    result = muzero("train", "--resume", str(run_dir), "--set", "train.training_steps=20",
-                    "--set", "selfplay.search=compiled", *settings)
+    result = muzero(
+        "train",
+        "--resume",
+        str(run_dir),
+        "--set",
+        "train.training_steps=20",
+        "--set",
+        "selfplay.search=compiled",
+        *settings,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"resumed from .*ckpt-10 at training step 10", result.stderr)
     assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
@@ -206,8 +267,17 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
 
     # And on in this process (--backend local): the checkpoint has no local games in
     # progress, so local self-play starts fresh games in fresh environments.
-    result = muzero("train", "--resume", str(run_dir), "--set", "train.training_steps=25", "--set",
-                    "selfplay.num_envs=2", "--set", "game.max_moves=5")
+    result = muzero(
+        "train",
+        "--resume",
+        str(run_dir),
+        "--set",
+        "train.training_steps=25",
+        "--set",
+        "selfplay.num_envs=2",
+        "--set",
+        "game.max_moves=5",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run_dir / "checkpoints" / "ckpt-25.complete").is_file()
 
@@ -220,10 +290,25 @@ def test_atari_on_actors(tmp_path, ray_address):
     # training steps at 0.25 steps per move take 48 moves: 4 calls, the first two handed
     # out one to each actor.
     run_dir = tmp_path / "run"
-    result = muzero("train", "--config", str(ROOT / "configs" / "atari" / "tiny.yaml"), "--logdir", str(run_dir),
-                    "--backend", "ray", "--ray-address", ray_address, "--set", "actors.num_actors=2",
-                    "--set", "actors.moves_per_call=6", "--set", "game.max_moves=6",
-                    "--set", "train.training_steps=12")
+    result = muzero(
+        "train",
+        "--config",
+        str(ROOT / "configs" / "atari" / "tiny.yaml"),
+        "--logdir",
+        str(run_dir),
+        "--backend",
+        "ray",
+        "--ray-address",
+        ray_address,
+        "--set",
+        "actors.num_actors=2",
+        "--set",
+        "actors.moves_per_call=6",
+        "--set",
+        "game.max_moves=6",
+        "--set",
+        "train.training_steps=12",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     match = re.search(r"games per actor: (\d+) (\d+)\n", result.stderr)
     assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, result.stderr[-3000:]
@@ -232,8 +317,10 @@ def test_atari_on_actors(tmp_path, ray_address):
 
 def _ray_config(training_steps: int = 60, **actors) -> MuZeroConfig:
     config = _small_config(**actors)
-    return config.replace(train=dataclasses.replace(config.train, training_steps=training_steps),
-                          replay=ReplayConfig(window_size=1000, min_games=2))
+    return config.replace(
+        train=dataclasses.replace(config.train, training_steps=training_steps),
+        replay=ReplayConfig(window_size=1000, min_games=2),
+    )
 
 
 @pytest.mark.slow
@@ -256,8 +343,9 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
             time.sleep(0.05)  # a slower learner until the restarted actor answers: actor 1 alone must not end the run
         return batch
 
-    trainer = Trainer(config, tmp_path / "run", SPEC, batch_hook=kill_at_step_20, backend="ray",
-                      ray_address=ray_address)
+    trainer = Trainer(
+        config, tmp_path / "run", SPEC, batch_hook=kill_at_step_20, backend="ray", ray_address=ray_address
+    )
     seen["trainer"] = trainer
     result = trainer.run()
     assert result["training_step"] == 200  # training went on to the end
@@ -280,13 +368,14 @@ def test_slow_learner_keeps_inflight_work_bounded(tmp_path, ray_address):
 
     def slow_learner(batch):
         trainer = seen["trainer"]
-        samples.append((trainer.source.actors.inflight, trainer.state.counters["env_steps"], trainer.learner.training_step))
+        samples.append(
+            (trainer.source.actors.inflight, trainer.state.counters["env_steps"], trainer.learner.training_step)
+        )
         time.sleep(0.05)  # a step of ~50 ms: the actors play a call of 10 moves much faster
         return batch
 
     seen: dict = {}
-    trainer = Trainer(config, tmp_path / "run", SPEC, batch_hook=slow_learner, backend="ray",
-                      ray_address=ray_address)
+    trainer = Trainer(config, tmp_path / "run", SPEC, batch_hook=slow_learner, backend="ray", ray_address=ray_address)
     seen["trainer"] = trainer
     trainer.run()
     inflight = np.array([s[0] for s in samples])
@@ -306,15 +395,74 @@ def test_hung_actor_is_replaced_then_the_run_stops_below_min_live(tmp_path, ray_
     run_dir = tmp_path / "run"
     # One actor whose calls never end in time (a million moves against a 2 s timeout): it is
     # killed as hung, restarted once (max_restarts 1), killed again, and then 0 < 1 live actor.
-    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--backend", "ray", "--ray-address",
-                    ray_address, "--set", "actors.num_actors=1", "--set", "actors.min_live_actors=1",
-                    "--set", "actors.max_restarts=1", "--set", "actors.moves_per_call=1000000",
-                    "--set", "actors.call_timeout_seconds=2")
+    result = muzero(
+        "train",
+        "--config",
+        TINY,
+        "--logdir",
+        str(run_dir),
+        "--backend",
+        "ray",
+        "--ray-address",
+        ray_address,
+        "--set",
+        "actors.num_actors=1",
+        "--set",
+        "actors.min_live_actors=1",
+        "--set",
+        "actors.max_restarts=1",
+        "--set",
+        "actors.moves_per_call=1000000",
+        "--set",
+        "actors.call_timeout_seconds=2",
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "self-play actor 0 hung (a call ran over actors.call_timeout_seconds=2); restarted" in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last == ("muzero train: stopped: 0 of 1 self-play actors alive, fewer than actors.min_live_actors=1 "
-                    "(restarts used up: actors.max_restarts=1); final checkpoint "
-                    f"{run_dir / 'checkpoints' / 'ckpt-0'}")
+    assert last == (
+        "muzero train: stopped: 0 of 1 self-play actors alive, fewer than actors.min_live_actors=1 "
+        "(restarts used up: actors.max_restarts=1); final checkpoint "
+        f"{run_dir / 'checkpoints' / 'ckpt-0'}"
+    )
     assert complete_steps(run_dir / "checkpoints") == [0]
     assert _scalars(run_dir, "actors/restarts")[-1][1] == 1.0
+
+
+@pytest.mark.slow
+def test_reanalyse_actors_refresh_replay_and_are_restarted(tmp_path, ray_address):
+    import ray
+
+    from muzero.runner import Trainer
+
+    # One self-play actor, one reanalyse actor searching 8 positions per call, 8 per training
+    # step; killed at step 40, after which the learner slows down until the restarted actor
+    # has answered (a restart takes a new worker process).
+    config = _ray_config(training_steps=200, num_actors=1, moves_per_call=5, max_restarts=2).replace(
+        reanalyse=ReanalyseConfig(
+            fraction=0.8, positions_per_step=8, batch_size=8, num_actors=1, target_network_interval=10
+        )
+    )
+    seen: dict = {}
+
+    def kill_at_step_40(batch):
+        trainer = seen["trainer"]
+        pool = trainer.reanalyser.pool
+        if trainer.learner.training_step == 40 and "answered" not in seen:
+            seen["answered"] = pool.actors[0].results
+            seen["reanalysed"] = trainer.replay_buffer.fraction_reanalysed()
+            ray.kill(pool.actors[0].handle, no_restart=False)
+        elif "answered" in seen and pool.actors[0].results <= seen["answered"] + 1:
+            time.sleep(0.05)
+        return batch
+
+    trainer = Trainer(
+        config, tmp_path / "run", SPEC, batch_hook=kill_at_step_40, backend="ray", ray_address=ray_address
+    )
+    seen["trainer"] = trainer
+    assert trainer.run()["training_step"] == 200
+    pool = trainer.reanalyser.pool
+    assert seen["answered"] > 0 and seen["reanalysed"] > 0  # it worked before the kill
+    assert pool.restarts == 1 and pool.actors[0].results > seen["answered"] + 1  # and after it
+    assert _scalars(tmp_path / "run", "reanalyse/actor_restarts")[-1][1] == 1.0
+    # Reanalysed policy targets reached the learner's batches.
+    assert max(value for _, value in _scalars(tmp_path / "run", "reanalyse/fraction_fresh")) > 0

@@ -29,8 +29,12 @@ def _imports(path: Path) -> set[str]:
     """The muzero modules `path` imports, at module level or inside functions, but not the
     ones imported only for type checking (`if TYPE_CHECKING:`)."""
     tree = ast.parse(path.read_text())
-    type_checking = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
-                     and getattr(block.test, "id", None) == "TYPE_CHECKING" for node in ast.walk(block)}
+    type_checking = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and getattr(block.test, "id", None) == "TYPE_CHECKING"
+        for node in ast.walk(block)
+    }
     found = set()
     for node in ast.walk(tree):
         if id(node) in type_checking:
@@ -44,8 +48,10 @@ def _imports(path: Path) -> set[str]:
 
 def _graph() -> dict[str, set[str]]:
     modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
-    return {name: {target for target in _imports(path) if target in modules and target != name}
-            for name, path in modules.items()}
+    return {
+        name: {target for target in _imports(path) if target in modules and target != name}
+        for name, path in modules.items()
+    }
 
 
 def test_the_package_has_no_import_cycle():
@@ -58,7 +64,7 @@ def test_the_package_has_no_import_cycle():
         state[name] = "open"
         for target in sorted(graph[name]):
             if state.get(target) == "open":
-                raise AssertionError("import cycle: " + " -> ".join(path[path.index(target):] + [target]))
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(target) :] + [target]))
             if target not in state:
                 visit(target, path + [target])
         state[name] = "done"
@@ -75,13 +81,16 @@ def test_families_import_only_families_and_what_is_below_them():
             assert not above, f"{name} imports {sorted(above)}"
 
 
-@pytest.mark.parametrize("game_id, plugin, name", [
-    ("CartPole-v1", "gym", "CartPole-v1"),
-    ("gym:CartPole-v1", "gym", "CartPole-v1"),
-    ("ALE/Pong-v5", "atari", "ALE/Pong-v5"),
-    ("atari:ALE/Pong-v5", "atari", "ALE/Pong-v5"),
-    ("tests.toy_game:make_line_walk", "tests.toy_game:make_line_walk", "tests.toy_game:make_line_walk"),
-])
+@pytest.mark.parametrize(
+    "game_id, plugin, name",
+    [
+        ("CartPole-v1", "gym", "CartPole-v1"),
+        ("gym:CartPole-v1", "gym", "CartPole-v1"),
+        ("ALE/Pong-v5", "atari", "ALE/Pong-v5"),
+        ("atari:ALE/Pong-v5", "atari", "ALE/Pong-v5"),
+        ("tests.toy_game:make_line_walk", "tests.toy_game:make_line_walk", "tests.toy_game:make_line_walk"),
+    ],
+)
 def test_game_id_selects_the_plugin(game_id, plugin, name):
     found, found_name = resolve_game(game_id)
     assert (found.name, found_name) == (plugin, name)
@@ -92,9 +101,11 @@ def test_environments_follow_the_protocol():
     from muzero.envs import Environment, make_environment
     from muzero.envs.atari import AtariSettings
 
-    for game, cls in ((GameConfig(), GymEnvironment), (GameConfig(id="ALE/Pong-v5", kwargs=AtariSettings()),
-                                                       AtariEnvironment),
-                      (GameConfig(id="tests.toy_game:make_line_walk", kwargs={"length": 4}), LineWalk)):
+    for game, cls in (
+        (GameConfig(), GymEnvironment),
+        (GameConfig(id="ALE/Pong-v5", kwargs=AtariSettings()), AtariEnvironment),
+        (GameConfig(id="tests.toy_game:make_line_walk", kwargs={"length": 4}), LineWalk),
+    ):
         env = make_environment(game, seed=0)
         assert isinstance(env, cls) and isinstance(env, Environment)
         assert env.reset().dtype == env.observation_dtype and env.to_play() == 0
@@ -124,13 +135,18 @@ def test_a_game_from_outside_the_package_trains_through_the_cli(tmp_path):
     assert 0.0 <= mean <= 1.0
 
 
-@pytest.mark.parametrize("override, fragment", [
-    ("game.kwargs.width=3", ("game.kwargs: tests.toy_game:make_line_walk: make_line_walk() got an unexpected "
-                             "keyword argument 'width'")),
-    ("game.kwargs.length=2", "game.kwargs: tests.toy_game:make_line_walk: length must be at least 3, got 2"),
-    ("game.id=no_such_module:make", "game.id: cannot import the game module 'no_such_module'"),
-    ("game.kwargs.noop_max=-1", "game.kwargs.noop_max: expected a value >= 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        (
+            "game.kwargs.width=3",
+            ("game.kwargs: tests.toy_game:make_line_walk: make_line_walk() got an unexpected keyword argument 'width'"),
+        ),
+        ("game.kwargs.length=2", "game.kwargs: tests.toy_game:make_line_walk: length must be at least 3, got 2"),
+        ("game.id=no_such_module:make", "game.id: cannot import the game module 'no_such_module'"),
+        ("game.kwargs.noop_max=-1", "game.kwargs.noop_max: expected a value >= 0, got -1"),
+    ],
+)
 def test_bad_game_settings_exit_2_with_one_line(tmp_path, override, fragment):
     config = TOY if "noop_max" not in override else str(ROOT / "configs" / "atari" / "tiny.yaml")
     result = muzero_command("train", "--config", config, "--set", override, "--logdir", str(tmp_path / "run"))

@@ -91,12 +91,15 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     # Training evaluated against the random player at step 20: 4 games, 2 per side.
     rows = list(csv.DictReader((run_dir / "eval_opponents.csv").open()))
     assert [(row["training_step"], row["opponent"], row["side"], row["games"]) for row in rows] == [
-        ("20", "random", "first", "2"), ("20", "random", "second", "2")]
+        ("20", "random", "first", "2"),
+        ("20", "random", "second", "2"),
+    ]
     assert all(sum(int(row[k]) for k in ("win", "draw", "loss")) == 2 for row in rows)
 
     table = tmp_path / "table.csv"
-    result = muzero_command("evaluate", "--run", str(run_dir), "--opponent", "mcts:10", "--games", "4",
-                            "--csv", str(table))
+    result = muzero_command(
+        "evaluate", "--run", str(run_dir), "--opponent", "mcts:10", "--games", "4", "--csv", str(table)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "against mcts:10, 4 games" in result.stdout and "total" in result.stdout
     written = list(csv.DictReader(table.open()))
@@ -106,10 +109,15 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     result = muzero_command("play", "--run", str(run_dir), "--second", input_text=moves)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "You play second" in result.stdout and result.stdout.strip().splitlines()[-1] in (
-        "You win.", "Draw.", "MuZero wins.")
+        "You win.",
+        "Draw.",
+        "MuZero wins.",
+    )
 
-    for args, fragment in ((["--opponent", "chess_engine"], "--opponent: unknown opponent 'chess_engine'"),
-                           (["--opponent", "random", "--games", "1"], "--games: expected an integer >= 2")):
+    for args, fragment in (
+        (["--opponent", "chess_engine"], "--opponent: unknown opponent 'chess_engine'"),
+        (["--opponent", "random", "--games", "1"], "--games: expected an integer >= 2"),
+    ):
         result = muzero_command("evaluate", "--run", str(run_dir), *args)
         assert result.returncode == 2 and fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
@@ -154,7 +162,7 @@ class OracleNetwork:
             xs, os_ = list(np.flatnonzero(planes[2])), list(np.flatnonzero(planes[1]))
             moves = [cell for pair in zip(xs, os_ + [None]) for cell in pair if cell is not None]
             h = np.zeros(10)
-            h[:len(moves)] = np.array(moves) + 1
+            h[: len(moves)] = np.array(moves) + 1
             hidden.append(h)
         return self._output(hidden, [0.0] * len(hidden))
 
@@ -183,8 +191,7 @@ def test_with_a_perfect_model_the_negamax_search_plays_perfectly(rule):
     if rule == "negamax":
         # Values from the player to move's point of view, rewards signed by their mover: the
         # search finds the game-theoretic moves, and perfect against perfect is a draw.
-        assert result.counts == {"first": {"win": 0, "draw": 4, "loss": 0},
-                                 "second": {"win": 0, "draw": 4, "loss": 0}}
+        assert result.counts == {"first": {"win": 0, "draw": 4, "loss": 0}, "second": {"win": 0, "draw": 4, "loss": 0}}
     else:
         # The pseudocode's rule picks the moves best for the opponent: it loses.
         assert result.total("loss") >= 6

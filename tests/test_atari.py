@@ -45,17 +45,17 @@ def test_stacked_image_holds_frames_in_order_and_action_planes(pong):
     image = game.make_image(40)
     assert image.shape == (96, 96, 128) and image.dtype == np.uint8
     for j in range(n):
-        np.testing.assert_array_equal(image[..., 3 * j:3 * j + 3], game.observations[9 + j])
+        np.testing.assert_array_equal(image[..., 3 * j : 3 * j + 3], game.observations[9 + j])
         assert np.all(image[..., 96 + j] == actions[9 + j - 1])
     np.testing.assert_array_equal(game.make_image(-1), image)  # -1 is the newest state
 
     # At state 2 only o_0, o_1, o_2 exist: 29 zero frames first, then those three; o_0 has
     # no incoming action (plane of zeros), o_1 and o_2 have a_0 and a_1.
     early = game.make_image(2)
-    assert not early[..., :29 * 3].any()
+    assert not early[..., : 29 * 3].any()
     for j, frame in enumerate((0, 1, 2)):
-        np.testing.assert_array_equal(early[..., (29 + j) * 3:(30 + j) * 3], game.observations[frame])
-    assert not early[..., 96:96 + 30].any()
+        np.testing.assert_array_equal(early[..., (29 + j) * 3 : (30 + j) * 3], game.observations[frame])
+    assert not early[..., 96 : 96 + 30].any()
     assert np.all(early[..., 126] == actions[0]) and np.all(early[..., 127] == actions[1])
 
 
@@ -93,8 +93,9 @@ def test_replay_stores_each_frame_once(pong):
     is an int (8 bytes); the targets are a reward, a root value (8 bytes each) and the 18
     visit fractions (8 bytes each): 27,648 + 8 + 16 + 144 = 27,816 bytes.
     """
-    config = MuZeroConfig(game=GameConfig(action_space_size=18), replay=ReplayConfig(window_size=100),
-                          train=TrainConfig(batch_size=4))
+    config = MuZeroConfig(
+        game=GameConfig(action_space_size=18), replay=ReplayConfig(window_size=100), train=TrainConfig(batch_size=4)
+    )
     games = []
     rng = np.random.default_rng(0)
     for _ in range(3):

@@ -14,8 +14,9 @@ from muzero.search.reference import ActionHistory, Node, expand_node, run_mcts
 NUM_STATES = 100
 
 
-def random_network(rng: np.random.Generator, obs: int, actions: int, hidden: int, width: int,
-                   support: int) -> NumpyMLPNetwork:
+def random_network(
+    rng: np.random.Generator, obs: int, actions: int, hidden: int, width: int, support: int
+) -> NumpyMLPNetwork:
     """An MLP with random weights in the layout of muzero.models.MLPNetwork."""
     bins = 2 * support + 1 if support else 1
 
@@ -24,10 +25,16 @@ def random_network(rng: np.random.Generator, obs: int, actions: int, hidden: int
 
     weights = {
         "representation": {"hidden_0": layer(obs, width), "state": layer(width, hidden)},
-        "dynamics": {"hidden_0": layer(hidden + actions, width), "state": layer(width, hidden),
-                     "reward": layer(width, bins, 0.2)},
-        "prediction": {"hidden_0": layer(hidden, width), "policy": layer(width, actions, 0.3),
-                       "value": layer(width, bins, 1.0)},
+        "dynamics": {
+            "hidden_0": layer(hidden + actions, width),
+            "state": layer(width, hidden),
+            "reward": layer(width, bins, 0.2),
+        },
+        "prediction": {
+            "hidden_0": layer(hidden, width),
+            "policy": layer(width, actions, 0.3),
+            "value": layer(width, bins, 1.0),
+        },
     }
     return NumpyMLPNetwork(weights, actions, support, "elu")
 
@@ -43,13 +50,18 @@ class RowwiseNetwork:
         return self._stack([self.network.initial_inference(o[None]) for o in observation])
 
     def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
-        return self._stack([self.network.recurrent_inference(h[None], np.array([a]))
-                            for h, a in zip(hidden_state, action)])
+        return self._stack(
+            [self.network.recurrent_inference(h[None], np.array([a])) for h, a in zip(hidden_state, action)]
+        )
 
     @staticmethod
     def _stack(outputs) -> NetworkOutput:
-        return NetworkOutput(*(np.concatenate([getattr(o, f) for o in outputs]) for f in
-                               ("value", "reward", "policy_logits", "hidden_state")))
+        return NetworkOutput(
+            *(
+                np.concatenate([getattr(o, f) for o in outputs])
+                for f in ("value", "reward", "policy_logits", "hidden_state")
+            )
+        )
 
     def training_steps(self) -> int:
         return 0
@@ -69,23 +81,74 @@ def reference_visits(config, network, root_output, legal, to_play, num_players) 
 
 SETTINGS = {
     # One player, discount and predicted rewards (categorical support), CartPole-like.
-    "one_player": {"actions": 2, "discount": 0.997, "support": 5, "players": 1, "bounds": None, "mask": False,
-                       "ucb_value": "pseudocode"},
-    "one_player_normalized_q": {"actions": 3, "discount": 0.99, "support": 5, "players": 1, "bounds": None, "mask": False,
-                                    "ucb_value": "normalized_q"},
+    "one_player": {
+        "actions": 2,
+        "discount": 0.997,
+        "support": 5,
+        "players": 1,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "pseudocode",
+    },
+    "one_player_normalized_q": {
+        "actions": 3,
+        "discount": 0.99,
+        "support": 5,
+        "players": 1,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "normalized_q",
+    },
     # Two players alternating to_play, known bounds, discount 1, scalar values (the pseudocode's rule).
-    "two_players": {"actions": 4, "discount": 1.0, "support": 0, "players": 2, "bounds": KnownBounds(-1.0, 1.0), "mask": False,
-                        "ucb_value": "pseudocode", "rule": "pseudocode"},
+    "two_players": {
+        "actions": 4,
+        "discount": 1.0,
+        "support": 0,
+        "players": 2,
+        "bounds": KnownBounds(-1.0, 1.0),
+        "mask": False,
+        "ucb_value": "pseudocode",
+        "rule": "pseudocode",
+    },
     # Two players with predicted rewards and discount: where the negamax and pseudocode rules differ.
-    "two_players_rewards": {"actions": 3, "discount": 0.9, "support": 5, "players": 2, "bounds": None,
-                            "mask": False, "ucb_value": "pseudocode"},
-    "two_players_normalized_q": {"actions": 3, "discount": 0.9, "support": 5, "players": 2, "bounds": None,
-                                 "mask": False, "ucb_value": "normalized_q"},
-    "two_players_pseudocode_rule": {"actions": 3, "discount": 0.9, "support": 5, "players": 2, "bounds": None,
-                                    "mask": False, "ucb_value": "pseudocode", "rule": "pseudocode"},
+    "two_players_rewards": {
+        "actions": 3,
+        "discount": 0.9,
+        "support": 5,
+        "players": 2,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "pseudocode",
+    },
+    "two_players_normalized_q": {
+        "actions": 3,
+        "discount": 0.9,
+        "support": 5,
+        "players": 2,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "normalized_q",
+    },
+    "two_players_pseudocode_rule": {
+        "actions": 3,
+        "discount": 0.9,
+        "support": 5,
+        "players": 2,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "pseudocode",
+        "rule": "pseudocode",
+    },
     # Illegal actions masked at the root.
-    "masked_root": {"actions": 5, "discount": 0.95, "support": 3, "players": 1, "bounds": None, "mask": True,
-                        "ucb_value": "pseudocode"},
+    "masked_root": {
+        "actions": 5,
+        "discount": 0.95,
+        "support": 3,
+        "players": 1,
+        "bounds": None,
+        "mask": True,
+        "ucb_value": "pseudocode",
+    },
 }
 
 
@@ -93,11 +156,16 @@ SETTINGS = {
 def test_batched_equals_reference(name):
     s = SETTINGS[name]
     rng = np.random.default_rng(7)
-    config = MuZeroConfig(game=GameConfig(action_space_size=s["actions"], discount=s["discount"]),
-                          search=SearchConfig(num_simulations=30, known_bounds=s["bounds"], ucb_value=s["ucb_value"],
-                                              two_player_rule=s.get("rule", "negamax")))
-    network = RowwiseNetwork(random_network(rng, obs=4, actions=s["actions"], hidden=6, width=16,
-                                            support=s["support"]))
+    config = MuZeroConfig(
+        game=GameConfig(action_space_size=s["actions"], discount=s["discount"]),
+        search=SearchConfig(
+            num_simulations=30,
+            known_bounds=s["bounds"],
+            ucb_value=s["ucb_value"],
+            two_player_rule=s.get("rule", "negamax"),
+        ),
+    )
+    network = RowwiseNetwork(random_network(rng, obs=4, actions=s["actions"], hidden=6, width=16, support=s["support"]))
     observations = rng.normal(size=(NUM_STATES, 4)) * 3
     root_output = network.initial_inference(observations)
     legal = np.ones((NUM_STATES, s["actions"]), bool)
@@ -107,8 +175,9 @@ def test_batched_equals_reference(name):
     to_play = rng.integers(s["players"], size=NUM_STATES)
 
     expected = reference_visits(config, network, root_output, legal, to_play, s["players"])
-    result = run_batched_mcts(config.search, config.discount, root_output, network, legal, to_play,
-                              num_players=s["players"])
+    result = run_batched_mcts(
+        config.search, config.discount, root_output, network, legal, to_play, num_players=s["players"]
+    )
     np.testing.assert_array_equal(result.visit_counts, expected)
     # Every simulation lands under the root: visits sum to num_simulations, none on illegal actions.
     assert (result.visit_counts.sum(axis=1) == 30).all() and not result.visit_counts[~legal].any()

@@ -93,8 +93,13 @@ def test_rotation_counts_complete_checkpoints_only_and_removes_orphans(tmp_path)
     directory = tmp_path / "checkpoints"
     # A save killed before its marker (40), a marker whose files are gone (35), a killed
     # temporary, and TensorFlow's folder of a write killed (or out of space) at 45.
-    for name in ("ckpt-40.index", "ckpt-40.data-00000-of-00001", "state-40.pkl", "ckpt-35.complete",
-                 "state-45.pkl.tmp"):
+    for name in (
+        "ckpt-40.index",
+        "ckpt-40.data-00000-of-00001",
+        "state-40.pkl",
+        "ckpt-35.complete",
+        "state-45.pkl.tmp",
+    ):
         (directory / name).write_bytes(b"partial")
     (directory / "ckpt-45_temp").mkdir()
     (directory / "ckpt-45_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"partial")
@@ -134,6 +139,7 @@ def test_an_older_resume_sets_the_newer_checkpoints_aside(tmp_path):
 
 def _full_disk_after(nbytes: int):
     """A writer for `write_atomically` that writes `nbytes` bytes, then finds the disk full."""
+
     def write(f):
         f.write(b"x" * nbytes)
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -147,13 +153,20 @@ def _tensorflow_full_disk(self, prefix: str):
     part = f"{prefix}_temp/part-00000-of-00001.data-00000-of-00001.tempstate1"
     Path(part).parent.mkdir()
     Path(part).write_bytes(b"partial")
-    raise tf.errors.ResourceExhaustedError(None, None, "{{function_node __wrapped__SaveV2_dtypes_2_device_/job:"
-                                           f"localhost/replica:0/task:0/device:CPU:0}}}} {part}; No space left on "
-                                           "device [Op:SaveV2]")
+    raise tf.errors.ResourceExhaustedError(
+        None,
+        None,
+        "{{function_node __wrapped__SaveV2_dtypes_2_device_/job:"
+        f"localhost/replica:0/task:0/device:CPU:0}}}} {part}; No space left on "
+        "device [Op:SaveV2]",
+    )
 
 
-@pytest.mark.parametrize("failing", ["state-20.pkl", "ckpt-20_temp/part-00000-of-00001.data-00000-of-00001.tempstate1",
-                                     "ckpt-20.complete"], ids=["state", "tensorflow", "marker"])
+@pytest.mark.parametrize(
+    "failing",
+    ["state-20.pkl", "ckpt-20_temp/part-00000-of-00001.data-00000-of-00001.tempstate1", "ckpt-20.complete"],
+    ids=["state", "tensorflow", "marker"],
+)
 def test_a_full_disk_leaves_no_piece_and_names_the_last_complete_checkpoint(tmp_path, monkeypatch, failing):
     checkpointer, _ = _checkpointer(tmp_path)
     checkpointer.save(10, {"step": 10})
@@ -162,14 +175,19 @@ def test_a_full_disk_leaves_no_piece_and_names_the_last_complete_checkpoint(tmp_
         monkeypatch.setattr(tf.train.Checkpoint, "write", _tensorflow_full_disk)
     else:
         write_atomically = checkpoints.write_atomically
-        monkeypatch.setattr(checkpoints, "write_atomically", lambda path, data: write_atomically(
-            path, _full_disk_after(1000) if path.name == failing else data))
+        monkeypatch.setattr(
+            checkpoints,
+            "write_atomically",
+            lambda path, data: write_atomically(path, _full_disk_after(1000) if path.name == failing else data),
+        )
     with pytest.raises(CheckpointWriteError) as info:
         checkpointer.save(20, {"step": 20})
     # One line: the step, the file, the checkpoint to resume from.
-    assert str(info.value) == (f"cannot write the checkpoint at training step 20: {directory / failing}"
-                               f"{';' if 'temp' in failing else ':'} No space left on device; the last complete "
-                               f"checkpoint is {directory / 'ckpt-10'}")
+    assert str(info.value) == (
+        f"cannot write the checkpoint at training step 20: {directory / failing}"
+        f"{';' if 'temp' in failing else ':'} No space left on device; the last complete "
+        f"checkpoint is {directory / 'ckpt-10'}"
+    )
     # Nothing of step 20 is left (no temporary, no TensorFlow folder); 10 is intact and loads.
     assert _names(directory) == checkpoint_files(10)
     monkeypatch.undo()
@@ -197,17 +215,37 @@ run()
 @pytest.mark.slow
 def test_a_full_disk_stops_the_cli_with_one_line_and_the_last_checkpoint_loads(tmp_path):
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-c", _FULL_DISK_AT_STEP_10, "train", "--config", TINY, "--logdir",
-                             str(run_dir), "--set", "train.training_steps=10", "--set", "train.checkpoint_interval=5"],
-                            cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), capture_output=True, text=True,
-                            timeout=300, check=False, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _FULL_DISK_AT_STEP_10,
+            "train",
+            "--config",
+            TINY,
+            "--logdir",
+            str(run_dir),
+            "--set",
+            "train.training_steps=10",
+            "--set",
+            "train.checkpoint_interval=5",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     # A checkpoint every 5 steps: 5 is written, 10 fails. Exit 1 (the run stopped), one line.
     directory = run_dir / "checkpoints"
     assert result.returncode == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"muzero train: stopped: cannot write the checkpoint at training step 10: {directory / 'state-10.pkl'}: "
-        f"No space left on device; the last complete checkpoint is {directory / 'ckpt-5'}")
+        f"No space left on device; the last complete checkpoint is {directory / 'ckpt-5'}"
+    )
     assert _names(directory) == checkpoint_files(5)
     assert _checkpointer(run_dir)[0].restore()[0] == 5  # the run's own network and optimizer (configs/tiny.yaml)
 
@@ -267,9 +305,11 @@ def test_nonfinite_skip_leaves_weights_unchanged_and_stops_after_the_bound(tmp_p
         trainer.run()
     # 12 clean updates, then 3 NaN batches skipped: the step counter stays at 12.
     assert trainer.learner.training_step == 12 and trainer.state.counters["nonfinite_skips"] == 3
-    assert str(info.value) == ("3 consecutive non-finite updates up to training step 13 "
-                               f"(train.max_consecutive_nonfinite); last good checkpoint: "
-                               f"{tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}")
+    assert str(info.value) == (
+        "3 consecutive non-finite updates up to training step 13 "
+        f"(train.max_consecutive_nonfinite); last good checkpoint: "
+        f"{tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}"
+    )
     assert all(np.isfinite(v.numpy()).all() for v in trainer.network.trainable_variables)
 
 
@@ -299,8 +339,10 @@ def test_nonfinite_stop_names_step_and_last_checkpoint(tmp_path):
     trainer = _trainer(tmp_path, "train.nonfinite=stop", hook=_nan_after(15))
     with pytest.raises(RunStopped) as info:
         trainer.run()
-    assert str(info.value).startswith("non-finite loss or gradient at training step 16 (loss/total=nan); "
-                                      f"last good checkpoint: {tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}")
+    assert str(info.value).startswith(
+        "non-finite loss or gradient at training step 16 (loss/total=nan); "
+        f"last good checkpoint: {tmp_path / 'run' / 'checkpoints' / 'ckpt-10'}"
+    )
 
 
 # ----- checkpoints written before the package was split into envs/, networks/, search/ -----

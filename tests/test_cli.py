@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,10 +33,26 @@ def test_train_tiny_then_evaluate(tiny_run):
     stderr = (run_dir / "train.stderr").read_text()
     assert "step " in stderr and "moves/s" in stderr  # progress line
     tags = _event_tags(run_dir)
-    expected = {"loss/total", "loss/value", "loss/reward", "loss/policy", "loss/l2", "loss/step_0", "loss/step_3",
-                "train/lr", "train/steps_per_sec", "selfplay/episode_return", "selfplay/episode_length",
-                "selfplay/moves_per_sec", "replay/games", "mcts/root_value", "config",
-                "grad/hidden_state_step_0", "grad/hidden_state_step_3", "grad/global_norm"}
+    expected = {
+        "loss/total",
+        "loss/value",
+        "loss/reward",
+        "loss/policy",
+        "loss/l2",
+        "loss/step_0",
+        "loss/step_3",
+        "train/lr",
+        "train/steps_per_sec",
+        "selfplay/episode_return",
+        "selfplay/episode_length",
+        "selfplay/moves_per_sec",
+        "replay/games",
+        "mcts/root_value",
+        "config",
+        "grad/hidden_state_step_0",
+        "grad/hidden_state_step_3",
+        "grad/global_norm",
+    }
     assert expected <= tags, expected - tags
     # The final checkpoint is at step 30; interval 5 with 3 kept: 20, 25, 30.
     assert (run_dir / "checkpoints" / "ckpt-30.index").is_file()
@@ -55,17 +72,21 @@ def _assert_usage_error(result: subprocess.CompletedProcess, *fragments: str) ->
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("text, fragments", [
-    ("train:\n  batch_sise: 8\n", ["train.batch_sise: unknown key (did you mean 'batch_size'?)"]),
-    ("train:\n  batch_size: eight\n", ["train.batch_size: expected an integer"]),
-    ("game:\n  discount: 2\n", ["game.discount: expected a value <= 1.0, got 2"]),
-    ("game: [\n", ["malformed YAML"]),
-    # Not text: a PNG's signature starts with byte 0x89, which UTF-8 never starts a character with.
-    (b"\x89PNG\r\n\x1a\n\x00\x00", ["not UTF-8 text (byte 0x89 at offset 0); expected a YAML file"]),
-    # Nothing, or only comments: refused, not trained on the built-in defaults.
-    ("", ["empty config (no sections); to train on the built-in defaults, say so: --config defaults"]),
-    ("# train:\n#   batch_size: 8\n", ["empty config (no sections)"]),
-], ids=["unknown_key", "wrong_type", "out_of_range", "malformed", "binary", "empty", "only_comments"])
+@pytest.mark.parametrize(
+    "text, fragments",
+    [
+        ("train:\n  batch_sise: 8\n", ["train.batch_sise: unknown key (did you mean 'batch_size'?)"]),
+        ("train:\n  batch_size: eight\n", ["train.batch_size: expected an integer"]),
+        ("game:\n  discount: 2\n", ["game.discount: expected a value <= 1.0, got 2"]),
+        ("game: [\n", ["malformed YAML"]),
+        # Not text: a PNG's signature starts with byte 0x89, which UTF-8 never starts a character with.
+        (b"\x89PNG\r\n\x1a\n\x00\x00", ["not UTF-8 text (byte 0x89 at offset 0); expected a YAML file"]),
+        # Nothing, or only comments: refused, not trained on the built-in defaults.
+        ("", ["empty config (no sections); to train on the built-in defaults, say so: --config defaults"]),
+        ("# train:\n#   batch_size: 8\n", ["empty config (no sections)"]),
+    ],
+    ids=["unknown_key", "wrong_type", "out_of_range", "malformed", "binary", "empty", "only_comments"],
+)
 def test_bad_yaml_exits_2_and_writes_nothing(tmp_path, text, fragments):
     config = tmp_path / "bad.yaml"
     config.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -74,13 +95,16 @@ def test_bad_yaml_exits_2_and_writes_nothing(tmp_path, text, fragments):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("override, fragment", [
-    ("train.batch_sise=8", "unknown key (did you mean 'batch_size'?)"),
-    ("train.batch_size=eight", "expected an integer"),
-    ("search.num_simulations=0", "expected a value >= 1, got 0"),
-    # A section that only the --set names: the --set is to blame, not configs/tiny.yaml.
-    ("nosuch.x=3", "nosuch: unknown key"),
-])
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("train.batch_sise=8", "unknown key (did you mean 'batch_size'?)"),
+        ("train.batch_size=eight", "expected an integer"),
+        ("search.num_simulations=0", "expected a value >= 1, got 0"),
+        # A section that only the --set names: the --set is to blame, not configs/tiny.yaml.
+        ("nosuch.x=3", "nosuch: unknown key"),
+    ],
+)
 def test_bad_set_exits_2(tmp_path, override, fragment):
     result = muzero("train", "--config", TINY, "--set", override, "--logdir", str(tmp_path / "run"))
     _assert_usage_error(result, f"muzero train: error: --set {override}: ", fragment)
@@ -92,10 +116,25 @@ def test_bad_environment_and_run_directories(tmp_path):
     _assert_usage_error(result, "game.id", "NoSuchGame-v0")
     result = muzero("train", "--config", TINY, "--set", "game.action_space_size=3", "--logdir", str(tmp_path / "r"))
     _assert_usage_error(result, "CartPole-v1 has 2 actions, but game.action_space_size is 3")
-    result = muzero("train", "--config", TINY, "--set", "game.stacked_frames=4", "--set", "network.kind=resnet",
-                    "--set", "selfplay.batched=true", "--set", "selfplay.search=compiled", "--logdir", str(tmp_path / "r"))
+    result = muzero(
+        "train",
+        "--config",
+        TINY,
+        "--set",
+        "game.stacked_frames=4",
+        "--set",
+        "network.kind=resnet",
+        "--set",
+        "selfplay.batched=true",
+        "--set",
+        "selfplay.search=compiled",
+        "--logdir",
+        str(tmp_path / "r"),
+    )
     _assert_usage_error(result, "game.stacked_frames: stacking frames needs image observations", "shape (4,)")
-    result = muzero("train", "--config", ATARI_TINY, "--set", "game.action_space_size=6", "--logdir", str(tmp_path / "r"))
+    result = muzero(
+        "train", "--config", ATARI_TINY, "--set", "game.action_space_size=6", "--logdir", str(tmp_path / "r")
+    )
     _assert_usage_error(result, "ALE/Pong-v5 has 18 actions, but game.action_space_size is 6")
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -131,9 +170,14 @@ def test_a_garbled_run_config_exits_2(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_during_start_up_is_one_line_and_the_shells_status(tmp_path, signum):
     run_dir = tmp_path / "run"
-    process = subprocess.Popen([sys.executable, "-m", "muzero.cli", "train", "--config", TINY, "--logdir",
-                                str(run_dir)], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "muzero.cli", "train", "--config", TINY, "--logdir", str(run_dir)],
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # The lock file appears once the input is checked, just before TensorFlow loads (seconds).
     deadline = time.time() + 60
     while not (run_dir / "lock").exists():
@@ -165,9 +209,23 @@ def test_input_errors_are_reported_before_tensorflow_is_imported(tmp_path):
 @pytest.mark.parametrize("search", ["numpy", "compiled"])
 def test_train_tiny_batched_selfplay_and_xla_learner(tmp_path, search):
     run_dir = tmp_path / "run"
-    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "selfplay.batched=true",
-                    "--set", "selfplay.num_envs=3", "--set", f"selfplay.search={search}",
-                    "--set", "train.jit_compile=true", "--set", "train.training_steps=20")
+    result = muzero(
+        "train",
+        "--config",
+        TINY,
+        "--logdir",
+        str(run_dir),
+        "--set",
+        "selfplay.batched=true",
+        "--set",
+        "selfplay.num_envs=3",
+        "--set",
+        f"selfplay.search={search}",
+        "--set",
+        "train.jit_compile=true",
+        "--set",
+        "train.training_steps=20",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
     # Self-play rounds of 3 games: games saved come in multiples of 3.
@@ -188,3 +246,89 @@ def test_train_tiny_atari_then_evaluate(atari_tiny_run):
     result = muzero("evaluate", "--run", str(run_dir), "--episodes", "2")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "over 2 greedy episodes (checkpoint at training step 6)" in result.stdout
+
+
+@pytest.mark.slow
+def test_tiny_run_writes_hparams_eval_length_env_step_returns_and_log(tiny_run):
+    # The shared run (conftest.py): configs/tiny.yaml with --set train.training_steps=30; it ends with a
+    # greedy evaluation of run.eval_episodes = 2 episodes at step 30.
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import metadata as hparams_metadata
+
+    events = [
+        event
+        for path in tiny_run.glob("events.out.tfevents.*")
+        for event in tf.compat.v1.train.summary_iterator(str(path))
+    ]
+    values = [(event.step, value) for event in events for value in event.summary.value]
+    (hparams,) = [value for _, value in values if value.tag == hparams_metadata.SESSION_START_INFO_TAG]
+    info = hparams_metadata.parse_session_start_info_plugin_data(hparams.metadata.plugin_data.content)
+    assert info.hparams["train.training_steps"].number_value == 30  # the --set
+    assert info.hparams["train.batch_size"].number_value == 8  # configs/tiny.yaml
+    assert info.hparams["game.id"].string_value == "CartPole-v1"
+    lengths = [(step, tf.make_ndarray(value.tensor)) for step, value in values if value.tag == "eval/episode_length"]
+    # One evaluation, at the last step; a CartPole game of tiny.yaml lasts 1 to game.max_moves = 50 moves.
+    assert [step for step, _ in lengths] == [30] and 1 <= lengths[0][1] <= 50
+    # Returns against environment steps: each at the moves played so far, which selfplay/env_steps also logs.
+    env_steps = {float(tf.make_ndarray(value.tensor)) for _, value in values if value.tag == "selfplay/env_steps"}
+    by_env_step = {step for step, value in values if value.tag == "selfplay/episode_return_by_env_step"}
+    assert by_env_step and {float(step) for step in by_env_step} <= env_steps
+    tags = {value.tag for _, value in values}
+    assert {
+        "eval/mean_return_by_env_step",
+        "replay/positions",
+        "replay/bytes",
+        "mcts/root_visit_entropy",
+        "values/predicted",
+        "values/target",
+        "values/error",
+    } <= tags
+    log = (tiny_run / "log.txt").read_text()
+    assert "compiling the training step" in log and "evaluating: 2 greedy episodes at training step 30" in log
+    assert "done: 30 training steps" in log
+    stderr = (tiny_run / "train.stderr").read_text()
+    assert re.search(r"\bnan\b", stderr) is None, stderr  # "-" for what is not known yet
+    if not Path("/proc/driver/nvidia").exists():  # TensorFlow's CUDA probing is not shown without a driver
+        assert "cudart_stub" not in stderr and "cuInit" not in stderr
+
+
+def test_print_config_merges_files_from_another_folder_and_writes_nothing(tmp_path):
+    (tmp_path / "fast.yaml").write_text("train:\n  batch_size: 4\n  td_steps: 2\ngame:\n  action_space_size: null\n")
+    result = muzero(
+        "train",
+        "--config",
+        "configs/tiny.yaml",
+        "--config",
+        "fast.yaml",
+        "--set",
+        "train.batch_size=16",
+        "--logdir",
+        str(tmp_path / "run"),
+        "--print-config",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    import yaml
+
+    printed = yaml.safe_load(result.stdout)
+    # configs/tiny.yaml (found in the source tree, not under tmp_path) says batch_size 8, td_steps 5,
+    # num_unroll_steps 3; fast.yaml: 4 and 2; the --set: 16. action_space_size null: CartPole's 2.
+    assert printed["train"]["batch_size"] == 16
+    assert printed["train"]["td_steps"] == 2
+    assert printed["train"]["num_unroll_steps"] == 3
+    assert printed["game"]["action_space_size"] == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fast.yaml"]  # no run folder, no runs/
+
+
+def test_bad_kwargs_and_action_count_exit_2_and_write_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    result = muzero("train", "--config", TINY, "--set", "game.kwargs.no_such_argument=1", "--logdir", str(run_dir))
+    _assert_usage_error(result, "--set game.kwargs.no_such_argument=1: game.kwargs: CartPole-v1: ", "no_such_argument")
+    result = muzero("train", "--config", TINY, "--set", "game.action_space_size=4", "--print-config")
+    _assert_usage_error(
+        result,
+        "--set game.action_space_size=4: game.action_space_size: "
+        "CartPole-v1 has 2 actions, but game.action_space_size is 4",
+    )
+    assert result.stdout == ""
+    assert not run_dir.exists()

@@ -30,8 +30,9 @@ class TableNetwork(Network):
 
     def initial_inference(self, ids) -> NetworkOutput:
         ids = np.asarray(ids, np.int64)
-        return NetworkOutput(self.values[ids], np.zeros(len(ids), np.float32), self.logits[ids],
-                             ids[:, None].astype(np.float32))
+        return NetworkOutput(
+            self.values[ids], np.zeros(len(ids), np.float32), self.logits[ids], ids[:, None].astype(np.float32)
+        )
 
     def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
         ids = (np.asarray(hidden_state)[:, 0].astype(np.int64) * 31 + np.asarray(action) * 7 + 1) % P
@@ -47,21 +48,72 @@ class TableNetwork(Network):
 
 
 SETTINGS = {
-    "one_player": {"actions": 2, "discount": 0.997, "players": 1, "bounds": None, "mask": False,
-                   "ucb_value": "pseudocode", "reward_scale": 0.3},
-    "normalized_q": {"actions": 3, "discount": 0.99, "players": 1, "bounds": None, "mask": False,
-                     "ucb_value": "normalized_q", "reward_scale": 0.3},
-    "two_players": {"actions": 4, "discount": 1.0, "players": 2, "bounds": KnownBounds(-1.0, 1.0), "mask": False,
-                    "ucb_value": "pseudocode", "reward_scale": 0.0, "rule": "pseudocode"},
+    "one_player": {
+        "actions": 2,
+        "discount": 0.997,
+        "players": 1,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "pseudocode",
+        "reward_scale": 0.3,
+    },
+    "normalized_q": {
+        "actions": 3,
+        "discount": 0.99,
+        "players": 1,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "normalized_q",
+        "reward_scale": 0.3,
+    },
+    "two_players": {
+        "actions": 4,
+        "discount": 1.0,
+        "players": 2,
+        "bounds": KnownBounds(-1.0, 1.0),
+        "mask": False,
+        "ucb_value": "pseudocode",
+        "reward_scale": 0.0,
+        "rule": "pseudocode",
+    },
     # Two players with rewards and discount: where the negamax and pseudocode rules differ.
-    "two_players_rewards": {"actions": 3, "discount": 0.9, "players": 2, "bounds": None, "mask": False,
-                            "ucb_value": "pseudocode", "reward_scale": 0.3},
-    "two_players_normalized_q": {"actions": 3, "discount": 0.9, "players": 2, "bounds": None, "mask": False,
-                                 "ucb_value": "normalized_q", "reward_scale": 0.3},
-    "two_players_pseudocode_rule": {"actions": 3, "discount": 0.9, "players": 2, "bounds": None, "mask": False,
-                                    "ucb_value": "pseudocode", "reward_scale": 0.3, "rule": "pseudocode"},
-    "masked_root": {"actions": 5, "discount": 0.95, "players": 1, "bounds": None, "mask": True,
-                    "ucb_value": "pseudocode", "reward_scale": 0.3},
+    "two_players_rewards": {
+        "actions": 3,
+        "discount": 0.9,
+        "players": 2,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "pseudocode",
+        "reward_scale": 0.3,
+    },
+    "two_players_normalized_q": {
+        "actions": 3,
+        "discount": 0.9,
+        "players": 2,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "normalized_q",
+        "reward_scale": 0.3,
+    },
+    "two_players_pseudocode_rule": {
+        "actions": 3,
+        "discount": 0.9,
+        "players": 2,
+        "bounds": None,
+        "mask": False,
+        "ucb_value": "pseudocode",
+        "reward_scale": 0.3,
+        "rule": "pseudocode",
+    },
+    "masked_root": {
+        "actions": 5,
+        "discount": 0.95,
+        "players": 1,
+        "bounds": None,
+        "mask": True,
+        "ucb_value": "pseudocode",
+        "reward_scale": 0.3,
+    },
 }
 
 
@@ -70,9 +122,15 @@ SETTINGS = {
 def test_compiled_equals_reference(name, jit_compile):
     s = SETTINGS[name]
     rng = np.random.default_rng(11)
-    config = MuZeroConfig(game=GameConfig(action_space_size=s["actions"], discount=s["discount"]),
-                          search=SearchConfig(num_simulations=25, known_bounds=s["bounds"], ucb_value=s["ucb_value"],
-                                              two_player_rule=s.get("rule", "negamax")))
+    config = MuZeroConfig(
+        game=GameConfig(action_space_size=s["actions"], discount=s["discount"]),
+        search=SearchConfig(
+            num_simulations=25,
+            known_bounds=s["bounds"],
+            ucb_value=s["ucb_value"],
+            two_player_rule=s.get("rule", "negamax"),
+        ),
+    )
     network = TableNetwork(rng, s["actions"], s["reward_scale"])
     root_output = network.initial_inference(rng.integers(P, size=100))
     legal = np.ones((100, s["actions"]), bool)
@@ -82,8 +140,15 @@ def test_compiled_equals_reference(name, jit_compile):
     to_play = rng.integers(s["players"], size=100)
 
     expected = reference_visits(config, network, root_output, legal, to_play, s["players"])
-    search = CompiledSearch(config.search, config.discount, config.action_space_size, network.tf_recurrent, (1,),
-                            jit_compile=jit_compile, num_players=s["players"])
+    search = CompiledSearch(
+        config.search,
+        config.discount,
+        config.action_space_size,
+        network.tf_recurrent,
+        (1,),
+        jit_compile=jit_compile,
+        num_players=s["players"],
+    )
     result = search(root_output.hidden_state, root_output.policy_logits, root_output.reward, legal, to_play)
     np.testing.assert_array_equal(result.visit_counts, expected)
     assert len({tuple(v) for v in expected}) >= 4

@@ -57,9 +57,9 @@ def test_resnet_needs_the_compiled_batched_search_and_atari_needs_the_resnet():
     atari = ROOT / "configs" / "atari" / "tiny.yaml"
     assert "selfplay.batched: true and selfplay.search: compiled" in _error(atari, ["selfplay.search=numpy"])
     assert "game.stacked_frames: stacked frames are images: they need network.kind: resnet" in _error(
-        atari, ["network.kind=mlp"])
-    assert "atari games need network.kind: resnet" in _error(
-        atari, ["network.kind=mlp", "game.stacked_frames=1"])
+        atari, ["network.kind=mlp"]
+    )
+    assert "atari games need network.kind: resnet" in _error(atari, ["network.kind=mlp", "game.stacked_frames=1"])
 
 
 def test_defaults_are_the_pseudocodes():
@@ -77,16 +77,23 @@ def test_prioritized_replay_off_by_default_paper_values_accepted():
     # alpha 0: today's uniform sampling; beta 1 as the paper; epsilon small and positive.
     assert replay.priority_alpha == 0.0 and replay.priority_beta == 1.0 and 0.0 < replay.priority_epsilon < 0.01
     config = load_config(None, ["replay.priority_alpha=1", "replay.priority_beta=1", "replay.priority_epsilon=0.01"])
-    assert (config.replay.priority_alpha, config.replay.priority_beta, config.replay.priority_epsilon) == (1.0, 1.0, 0.01)
+    assert (config.replay.priority_alpha, config.replay.priority_beta, config.replay.priority_epsilon) == (
+        1.0,
+        1.0,
+        0.01,
+    )
     # Epsilon 0 is refused with priorities on (a priority-0 position has P = 0 and, drawn by
     # rounding, an infinite weight), and accepted with them off.
     assert "replay.priority_epsilon: expected a value > 0 with replay.priority_alpha > 0" in _error(
-        None, ["replay.priority_alpha=1", "replay.priority_epsilon=0"])
+        None, ["replay.priority_alpha=1", "replay.priority_epsilon=0"]
+    )
     assert load_config(None, ["replay.priority_epsilon=0"]).replay.priority_epsilon == 0.0
 
 
 def test_values_and_overrides(tmp_path):
-    path = _write(tmp_path, "train:\n  batch_size: 32\n  weight_decay: 1e-4\nsearch:\n  known_bounds: {min: -1, max: 1}\n")
+    path = _write(
+        tmp_path, "train:\n  batch_size: 32\n  weight_decay: 1e-4\nsearch:\n  known_bounds: {min: -1, max: 1}\n"
+    )
     config = load_config(path, ["train.batch_size=64", "network.hidden_layers=[16, 16]", "search.pb_c_init=2"])
     # "1e-4" is a string to YAML 1.1; it is accepted as the number 0.0001.
     assert config.train.weight_decay == 1e-4
@@ -110,8 +117,10 @@ def test_unknown_section(tmp_path):
     assert _error(path) == f"{path}: trian: unknown key (did you mean 'train'?)"
     # A section named only by a --set is the --set's error.
     path = _write(tmp_path, "train:\n  batch_size: 32\n")
-    assert _error(path, ["nosuch.x=3"]) == "--set nosuch.x=3: nosuch: unknown key (expected one of: game, search, " \
-        "selfplay, network, train, replay, run, actors)"
+    assert (
+        _error(path, ["nosuch.x=3"]) == "--set nosuch.x=3: nosuch: unknown key (expected one of: game, search, "
+        "selfplay, network, train, replay, run, actors, reanalyse)"
+    )
 
 
 def test_the_built_in_defaults_are_asked_for_by_name(tmp_path, monkeypatch):
@@ -131,19 +140,22 @@ def test_wrong_type(tmp_path):
     assert _error(path) == f"{path}: train.batch_size: expected an integer, got a number 12.5"
 
 
-@pytest.mark.parametrize("key, value, expected", [
-    ("game.discount", "1.5", "expected a value <= 1.0, got 1.5"),
-    ("search.num_simulations", "0", "expected a value >= 1, got 0"),
-    ("train.num_unroll_steps", "0", "expected a value >= 1, got 0"),
-    ("train.td_steps", "-3", "expected a value >= 1, got -3"),
-    ("train.batch_size", "0", "expected a value >= 1, got 0"),
-    ("train.lr_init", "-0.1", "expected a value > 0.0, got -0.1"),
-    ("network.activation", "gelu", "expected one of 'relu', 'elu', 'tanh', got 'gelu'"),
-    ("replay.priority_alpha", "-0.5", "expected a value >= 0.0, got -0.5"),
-    ("replay.priority_beta", "1.5", "expected a value <= 1.0, got 1.5"),
-    ("replay.priority_beta", "-1", "expected a value >= 0.0, got -1.0"),
-    ("replay.priority_epsilon", "-1e-6", "expected a value >= 0.0, got -1e-06"),
-])
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("game.discount", "1.5", "expected a value <= 1.0, got 1.5"),
+        ("search.num_simulations", "0", "expected a value >= 1, got 0"),
+        ("train.num_unroll_steps", "0", "expected a value >= 1, got 0"),
+        ("train.td_steps", "-3", "expected a value >= 1, got -3"),
+        ("train.batch_size", "0", "expected a value >= 1, got 0"),
+        ("train.lr_init", "-0.1", "expected a value > 0.0, got -0.1"),
+        ("network.activation", "gelu", "expected one of 'relu', 'elu', 'tanh', got 'gelu'"),
+        ("replay.priority_alpha", "-0.5", "expected a value >= 0.0, got -0.5"),
+        ("replay.priority_beta", "1.5", "expected a value <= 1.0, got 1.5"),
+        ("replay.priority_beta", "-1", "expected a value >= 0.0, got -1.0"),
+        ("replay.priority_epsilon", "-1e-6", "expected a value >= 0.0, got -1e-06"),
+    ],
+)
 def test_out_of_range_in_yaml_and_in_set(tmp_path, key, value, expected):
     section, name = key.split(".")
     path = _write(tmp_path, f"{section}:\n  {name}: {value}\n")
@@ -153,11 +165,15 @@ def test_out_of_range_in_yaml_and_in_set(tmp_path, key, value, expected):
 
 
 def test_set_errors():
-    assert _error(None, ["train.batch_sise=3"]) == \
-        "--set train.batch_sise=3: train.batch_sise: unknown key (did you mean 'batch_size'?)"
+    assert (
+        _error(None, ["train.batch_sise=3"])
+        == "--set train.batch_sise=3: train.batch_sise: unknown key (did you mean 'batch_size'?)"
+    )
     assert _error(None, ["train.batch_size"]).startswith("--set train.batch_size: expected KEY=VALUE")
-    assert _error(None, ["train.batch_size=abc"]) == \
-        "--set train.batch_size=abc: train.batch_size: expected an integer, got a string 'abc'"
+    assert (
+        _error(None, ["train.batch_size=abc"])
+        == "--set train.batch_size=abc: train.batch_size: expected an integer, got a string 'abc'"
+    )
 
 
 def test_file_problems(tmp_path):
@@ -170,7 +186,8 @@ def test_file_problems(tmp_path):
 
 def test_schedule_and_bounds_consistency(tmp_path):
     path = _write(tmp_path, "search:\n  visit_softmax_temperature:\n    schedule: [[10, 1.0], [5, 0.5]]\n")
-    assert _error(path) == (f"{path}: search.visit_softmax_temperature.schedule[1]: "
-                            "thresholds must increase, got 5 after 10")
+    assert _error(path) == (
+        f"{path}: search.visit_softmax_temperature.schedule[1]: thresholds must increase, got 5 after 10"
+    )
     path = _write(tmp_path, "search:\n  known_bounds: {min: 1, max: 1}\n")
     assert _error(path) == f"{path}: search.known_bounds: expected min < max, got min=1.0, max=1.0"

@@ -42,7 +42,7 @@ class TestMakeTarget:
 
     def test_discounted_n_step_sum(self):
         game = _game(rewards=[1, 1, 1, 1, 1], root_values=[0, 0, 0, 0, 8], discount=0.5)
-        (value, _, _), = game.make_target(state_index=0, num_unroll_steps=0, td_steps=4)
+        ((value, _, _),) = game.make_target(state_index=0, num_unroll_steps=0, td_steps=4)
         # 1 + 0.5 + 0.25 + 0.125 + 8 * 0.5^4 = 1.875 + 0.5 = 2.375
         assert value == pytest.approx(2.375)
 
@@ -90,11 +90,14 @@ class _ScriptedEnvironment:
         return [0, 1]
 
 
-@pytest.mark.parametrize("endings, max_moves, expected", [
-    ([(False, False), (True, False)], 10, False),   # the pole fell: a real end
-    ([(False, False), (False, True)], 10, True),    # gymnasium's time limit
-    ([(False, False), (False, False)], 2, True),    # max_moves
-])
+@pytest.mark.parametrize(
+    "endings, max_moves, expected",
+    [
+        ([(False, False), (True, False)], 10, False),  # the pole fell: a real end
+        ([(False, False), (False, True)], 10, True),  # gymnasium's time limit
+        ([(False, False), (False, False)], 2, True),  # max_moves
+    ],
+)
 def test_truncated_versus_terminated(endings, max_moves, expected):
     game = Game(action_space_size=2, discount=1.0, environment=_ScriptedEnvironment(endings))
     game.apply(0)

@@ -17,6 +17,7 @@ MODES = ["eager", "function", "xla"]
 
 def _value_and_grad(fn, x, upstream, scale, mode):
     """Forward value of fn(x, scale) and d/dx of sum(fn(x, scale) * upstream)."""
+
     def run(x, upstream):
         with tf.GradientTape() as tape:
             tape.watch(x)
@@ -46,8 +47,7 @@ def test_forward_identity_backward_times_scale(fn, dtype, mode):
             assert y.dtype == dtype and grad.dtype == dtype
             np.testing.assert_array_equal(y.numpy().astype(np.float64), x.numpy().astype(np.float64))
             # d/dx = upstream * scale, exactly.
-            np.testing.assert_array_equal(grad.numpy().astype(np.float64),
-                                          upstream.numpy().astype(np.float64) * scale)
+            np.testing.assert_array_equal(grad.numpy().astype(np.float64), upstream.numpy().astype(np.float64) * scale)
 
 
 @pytest.mark.parametrize("fn", IMPLEMENTATIONS, ids=lambda f: f.__name__)

@@ -32,8 +32,11 @@ def test_min_max_scaling_by_hand():
 
 @pytest.mark.parametrize("support_size, activation", [(3, "elu"), (0, "relu"), (10, "tanh")])
 def test_numpy_mirror_equals_keras(support_size, activation):
-    config = MuZeroConfig(network=NetworkConfig(hidden_state_size=6, hidden_layers=(16, 8), activation=activation,
-                                                support_size=support_size))
+    config = MuZeroConfig(
+        network=NetworkConfig(
+            hidden_state_size=6, hidden_layers=(16, 8), activation=activation, support_size=support_size
+        )
+    )
     network = _perturbed_network(config)
     mirror = network.numpy_network()
     rng = np.random.default_rng(1)
@@ -44,8 +47,9 @@ def test_numpy_mirror_equals_keras(support_size, activation):
     numpy_next = mirror.recurrent_inference(numpy_out.hidden_state, action)
     for keras_o, numpy_o in ((keras_out, numpy_out), (keras_next, numpy_next)):
         for name in ("value", "reward", "policy_logits", "hidden_state"):
-            np.testing.assert_allclose(np.asarray(getattr(keras_o, name)), getattr(numpy_o, name),
-                                       rtol=1e-4, atol=1e-4, err_msg=name)
+            np.testing.assert_allclose(
+                np.asarray(getattr(keras_o, name)), getattr(numpy_o, name), rtol=1e-4, atol=1e-4, err_msg=name
+            )
     hidden = numpy_next.hidden_state
     # Each row spans exactly [0, 1] after min-max scaling.
     np.testing.assert_allclose(hidden.min(axis=1), 0.0, atol=1e-6)

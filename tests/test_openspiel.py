@@ -73,25 +73,38 @@ def test_pickled_state_continues_exactly():
         assert a[1:] == b[1:]
 
 
-@pytest.mark.parametrize("game_id, fragment", [
-    ("openspiel:no_such_game", "openspiel:no_such_game: Unknown game 'no_such_game'"),
-    ("openspiel:kuhn_poker", ("only two-player, turn-taking, perfect-information, deterministic, zero-sum games are "
-                             "supported (imperfect information, chance moves)")),
-    ("openspiel:catch", "(1 players"),
-    ("openspiel:connect_four(rows=5, columns=6)", "Unknown parameter ' columns'"),
-])
+@pytest.mark.parametrize(
+    "game_id, fragment",
+    [
+        ("openspiel:no_such_game", "openspiel:no_such_game: Unknown game 'no_such_game'"),
+        (
+            "openspiel:kuhn_poker",
+            (
+                "only two-player, turn-taking, perfect-information, deterministic, zero-sum games are "
+                "supported (imperfect information, chance moves)"
+            ),
+        ),
+        ("openspiel:catch", "(1 players"),
+        ("openspiel:connect_four(rows=5, columns=6)", "Unknown parameter ' columns'"),
+    ],
+)
 def test_games_that_do_not_fit_are_refused(game_id, fragment):
     with pytest.raises(EnvironmentSpecError) as error:
         check_environment(GameConfig(id=game_id, action_space_size=9))
     assert fragment in str(error.value)
 
 
-@pytest.mark.parametrize("override, fragment", [
-    ("game.id=openspiel:no_such_game", "game.id: openspiel:no_such_game: Unknown game 'no_such_game'"),
-    ("game.id=openspiel:kuhn_poker", "game.id: openspiel:kuhn_poker: only two-player"),
-    ("game.action_space_size=7", ("game.action_space_size: openspiel:tic_tac_toe has 9 actions, but "
-                                 "game.action_space_size is 7")),
-])
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("game.id=openspiel:no_such_game", "game.id: openspiel:no_such_game: Unknown game 'no_such_game'"),
+        ("game.id=openspiel:kuhn_poker", "game.id: openspiel:kuhn_poker: only two-player"),
+        (
+            "game.action_space_size=7",
+            ("game.action_space_size: openspiel:tic_tac_toe has 9 actions, but game.action_space_size is 7"),
+        ),
+    ],
+)
 def test_bad_board_games_exit_2_with_one_line(tmp_path, override, fragment):
     result = muzero_command("train", "--config", TICTACTOE, "--set", override, "--logdir", str(tmp_path / "run"))
     assert result.returncode == 2, result.stderr[-2000:]

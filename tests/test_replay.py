@@ -21,8 +21,11 @@ def _game(length: int, start: float = 0.0) -> Game:
 
 
 def _buffer(batch_size=64, window_size=10, sample_by="position", seed=0) -> ReplayBuffer:
-    config = MuZeroConfig(game=GameConfig(discount=1.0), train=TrainConfig(batch_size=batch_size),
-                          replay=ReplayConfig(window_size=window_size, sample_by=sample_by))
+    config = MuZeroConfig(
+        game=GameConfig(discount=1.0),
+        train=TrainConfig(batch_size=batch_size),
+        replay=ReplayConfig(window_size=window_size, sample_by=sample_by),
+    )
     return ReplayBuffer(config, np.random.default_rng(seed))
 
 
@@ -46,10 +49,10 @@ def test_sample_batch_pads_actions_and_masks_absorbing_policy():
         assert i in (0, 1)
         # Real actions first (history = [0, 1]), then random padding in {0, 1}.
         np.testing.assert_array_equal(batch.actions[row, : 2 - i], [0, 1][i:])
-        assert set(batch.actions[row, 2 - i:]) <= {0, 1}
+        assert set(batch.actions[row, 2 - i :]) <= {0, 1}
         # Policy targets exist for positions i..1 only: 2 - i of them.
         np.testing.assert_array_equal(batch.policy_mask[row], [1.0] * (2 - i) + [0.0] * (2 + i))
-        np.testing.assert_array_equal(batch.target_policy[row, 2 - i:], 0.0)
+        np.testing.assert_array_equal(batch.target_policy[row, 2 - i :], 0.0)
     # Position 0 of a 2-move game, td 1, discount 1: values [1 + root_values[1] = 2, 1 (past end), 0, 0]
     rows = np.where(batch.observation[:, 0] == 0)[0]
     np.testing.assert_allclose(batch.target_value[rows[0]], [2.0, 1.0, 0.0, 0.0])
@@ -65,8 +68,6 @@ def test_sample_game_weights(sample_by, expected_long_share):
     draws = [buffer.sample_game() is long for _ in range(4000)]
     # "position": P(long) = 9 / (1 + 9); "game": 1/2. Binomial std at n = 4000 is <= 0.008.
     assert np.mean(draws) == pytest.approx(expected_long_share, abs=0.03)
-
-
 
 
 def _random_game(rng: np.random.Generator, length: int, actions: int = 3) -> Game:
@@ -118,8 +119,11 @@ def test_sample_batch_uses_new_games():
 
 def test_incremental_flat_copy_matches_a_fresh_one_through_evictions():
     rng = np.random.default_rng(4)
-    config = MuZeroConfig(game=GameConfig(discount=0.97, action_space_size=3),
-                          train=TrainConfig(batch_size=4), replay=ReplayConfig(window_size=3))
+    config = MuZeroConfig(
+        game=GameConfig(discount=0.97, action_space_size=3),
+        train=TrainConfig(batch_size=4),
+        replay=ReplayConfig(window_size=3),
+    )
     buffer = ReplayBuffer(config, rng)
     buffer.save_game(_random_game(rng, 5))
     buffer.sample_batch(2, 3)  # creates the flat copy; later games are appended to it
@@ -143,12 +147,21 @@ def test_incremental_flat_copy_matches_a_fresh_one_through_evictions():
 # ----- prioritized replay -----
 
 
-def _prioritized_buffer(alpha: float, beta: float = 1.0, epsilon: float = 1.0, batch_size: int = 8,
-                        seed: int = 0, normalize: bool = False) -> ReplayBuffer:
+def _prioritized_buffer(
+    alpha: float, beta: float = 1.0, epsilon: float = 1.0, batch_size: int = 8, seed: int = 0, normalize: bool = False
+) -> ReplayBuffer:
     """Two games with chosen priorities: game A (2 moves) [0, 3], game B (3 moves) [8, 0, 15]."""
-    config = MuZeroConfig(game=GameConfig(discount=1.0), train=TrainConfig(batch_size=batch_size),
-                          replay=ReplayConfig(window_size=10, priority_alpha=alpha, priority_beta=beta,
-                                              priority_epsilon=epsilon, normalize_importance_weights=normalize))
+    config = MuZeroConfig(
+        game=GameConfig(discount=1.0),
+        train=TrainConfig(batch_size=batch_size),
+        replay=ReplayConfig(
+            window_size=10,
+            priority_alpha=alpha,
+            priority_beta=beta,
+            priority_epsilon=epsilon,
+            normalize_importance_weights=normalize,
+        ),
+    )
     buffer = ReplayBuffer(config, np.random.default_rng(seed))
     game_a, game_b = _game(2), _game(3, start=100.0)  # observation[0] = start + position
     game_a.priorities, game_b.priorities = np.array([0.0, 3.0]), np.array([8.0, 0.0, 15.0])
@@ -170,8 +183,9 @@ def test_priority_probabilities_by_hand():
     np.testing.assert_array_equal(positions, [0, 1, 0, 1, 2])
     np.testing.assert_allclose(probability, HAND_P, rtol=1e-12)
     # alpha 1: P = p + epsilon over the sum: [1, 4, 9, 1, 16] / 31.
-    np.testing.assert_allclose(_prioritized_buffer(alpha=1.0).priority_probabilities()[0],
-                               np.array([1, 4, 9, 1, 16]) / 31, rtol=1e-12)
+    np.testing.assert_allclose(
+        _prioritized_buffer(alpha=1.0).priority_probabilities()[0], np.array([1, 4, 9, 1, 16]) / 31, rtol=1e-12
+    )
 
 
 @pytest.mark.parametrize("beta", [1.0, 0.5, 0.0])
@@ -260,8 +274,9 @@ def test_update_priorities_changes_exactly_the_sampled_rows():
     before = flat.priorities.copy()
     rows = buffer.last_sampled
     # The rows are the sampled positions: observation[0] = start + position, game B from row 2.
-    np.testing.assert_array_equal(rows, np.where(batch.observation[:, 0] >= 100, batch.observation[:, 0] - 98,
-                                                 batch.observation[:, 0]))
+    np.testing.assert_array_equal(
+        rows, np.where(batch.observation[:, 0] >= 100, batch.observation[:, 0] - 98, batch.observation[:, 0])
+    )
     buffer.update_priorities(1000.0 + rows)  # a value per row: a row drawn twice gets one value
     changed = np.flatnonzero(flat.priorities != before)
     np.testing.assert_array_equal(changed, np.unique(rows))
@@ -270,16 +285,18 @@ def test_update_priorities_changes_exactly_the_sampled_rows():
 
 def test_priorities_stay_aligned_through_evictions_compaction_and_checkpoints():
     rng = np.random.default_rng(4)
-    config = MuZeroConfig(game=GameConfig(discount=0.97, action_space_size=3),
-                          train=TrainConfig(batch_size=64, td_steps=3),
-                          replay=ReplayConfig(window_size=3, priority_alpha=1.0))
+    config = MuZeroConfig(
+        game=GameConfig(discount=0.97, action_space_size=3),
+        train=TrainConfig(batch_size=64, td_steps=3),
+        replay=ReplayConfig(window_size=3, priority_alpha=1.0),
+    )
     buffer = ReplayBuffer(config, rng)
     expected = {}  # id(game) -> its positions' priorities as they should be
 
     def save(game):
         buffer.save_game(game)
         # Initial priorities as a fresh copy of the window computes them.
-        expected[id(game)] = FlatGames([game], 3, 3, 0.97).priorities[:len(game)].copy()
+        expected[id(game)] = FlatGames([game], 3, 3, 0.97).priorities[: len(game)].copy()
 
     save(_random_game(rng, 5))
     for length in (700, 40, 900, 650, 3, 800, 1200, 20):  # grows, evicts and compacts the arrays
@@ -294,7 +311,7 @@ def test_priorities_stay_aligned_through_evictions_compaction_and_checkpoints():
         save(_random_game(rng, length))
         flat = buffer._flat_games()
         for game, m in zip(buffer.buffer, flat.move_start):
-            np.testing.assert_array_equal(flat.priorities[m:m + len(game)], expected[id(game)])
+            np.testing.assert_array_equal(flat.priorities[m : m + len(game)], expected[id(game)])
     assert buffer._flat_games().layout >= 1  # compacted at least once
 
     # A checkpoint round trip (through pickle) keeps them, and samples the same next batch.

@@ -15,10 +15,12 @@ from muzero.networks.resnet import ResNetwork
 def _config(planes: int, blocks: int, hidden_layers=(16,), mixed_precision: bool = False) -> MuZeroConfig:
     return MuZeroConfig(
         game=GameConfig(id="ALE/Pong-v5", action_space_size=18, stacked_frames=32, kwargs=AtariSettings()),
-        network=NetworkConfig(kind="resnet", planes=planes, blocks=blocks, hidden_layers=hidden_layers,
-                              support_size=300),
+        network=NetworkConfig(
+            kind="resnet", planes=planes, blocks=blocks, hidden_layers=hidden_layers, support_size=300
+        ),
         selfplay=SelfPlayConfig(batched=True, search="compiled"),
-        train=TrainConfig(mixed_precision=mixed_precision))
+        train=TrainConfig(mixed_precision=mixed_precision),
+    )
 
 
 def _images(batch: int, seed: int = 0) -> np.ndarray:
@@ -56,22 +58,23 @@ def test_tiny_shapes():
 def test_paper_size_shapes_and_parameter_count():
     network = make_network(_config(planes=256, blocks=16, hidden_layers=(256,)), (96, 96, 3), np.uint8)
     _check_outputs(network, planes=256, batch=1)
-    convs = {name: sum(int(np.prod(v.shape)) for v in model.trainable_variables if "conv" in v.path)
-             for name, model in network.models.items()}
+    convs = {
+        name: sum(int(np.prod(v.shape)) for v in model.trainable_variables if "conv" in v.path)
+        for name, model in network.models.items()
+    }
     # A residual block has two 3x3 convolutions of 256 -> 256 planes: 2 * 9 * 256 * 256 = 1,179,648.
     block = 2 * 9 * 256 * 256
     # Dynamics: the input conv over 256 + 18 planes, 16 blocks, the reward head's 1x1 conv to 1 plane.
     assert convs["dynamics"] == 9 * (256 + 18) * 256 + 16 * block + 256
     # Representation: conv 128 -> 128 planes (stride 2), 2 blocks of 128, conv 128 -> 256 (stride 2),
     # 3 + 3 blocks of 256, then the 16 blocks.
-    assert convs["representation"] == (9 * 128 * 128 + 2 * 2 * 9 * 128 * 128 + 9 * 128 * 256
-                                       + (3 + 3 + 16) * block)
+    assert convs["representation"] == (9 * 128 * 128 + 2 * 2 * 9 * 128 * 128 + 9 * 128 * 256 + (3 + 3 + 16) * block)
 
 
 def test_image_scaling_divides_frames_by_255_and_actions_by_the_action_count():
     network = make_network(_config(planes=8, blocks=0), (96, 96, 3), np.uint8)
     image = np.zeros((1, 96, 96, 128), np.uint8)
-    image[..., 5] = 51   # a frame channel: 51 / 255 = 0.2
+    image[..., 5] = 51  # a frame channel: 51 / 255 = 0.2
     image[..., 127] = 9  # the newest action plane, action 9: 9 / 18 = 0.5
     scaled = network.scale_image(image).numpy()
     assert scaled[0, 0, 0, 5] == pytest.approx(0.2) and scaled[0, 0, 0, 127] == pytest.approx(0.5)
@@ -106,9 +109,14 @@ def test_a_skipped_update_leaves_batch_norm_averages_unchanged():
     rng = np.random.default_rng(0)
 
     def batch(policy: float) -> Batch:
-        return Batch(observation=_images(2), actions=rng.integers(18, size=(2, 2)).astype(np.int32),
-                     target_value=np.ones((2, 3), np.float32), target_reward=np.zeros((2, 3), np.float32),
-                     target_policy=np.full((2, 3, 18), policy, np.float32), policy_mask=np.ones((2, 3), np.float32))
+        return Batch(
+            observation=_images(2),
+            actions=rng.integers(18, size=(2, 2)).astype(np.int32),
+            target_value=np.ones((2, 3), np.float32),
+            target_reward=np.zeros((2, 3), np.float32),
+            target_policy=np.full((2, 3, 18), policy, np.float32),
+            policy_mask=np.ones((2, 3), np.float32),
+        )
 
     def averages():
         return [v.numpy().copy() for v in network.non_trainable_variables]

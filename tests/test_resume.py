@@ -31,13 +31,15 @@ def _env() -> dict:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(_command(*args), env=_env(), capture_output=True, text=True, timeout=600, check=False,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        _command(*args), env=_env(), capture_output=True, text=True, timeout=600, check=False, stdin=subprocess.DEVNULL
+    )
 
 
 def _start(log: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(_command(*args), env=_env(), stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    return subprocess.Popen(
+        _command(*args), env=_env(), stdout=log.open("w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+    )
 
 
 def _wait_for_step(checkpoints: Path, step: int, process: subprocess.Popen, timeout: float = 120) -> None:
@@ -91,35 +93,80 @@ def _final_state(run_dir: Path) -> tuple[dict, dict]:
 
     step = complete_steps(run_dir / "checkpoints")[0]
     reader = tf.train.load_checkpoint(str(run_dir / "checkpoints" / f"ckpt-{step}"))
-    tensors = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-               if "save_counter" not in name}
+    tensors = {
+        name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map() if "save_counter" not in name
+    }
     state = pickle.loads((run_dir / "checkpoints" / f"state-{step}.pkl").read_bytes())
     return tensors, state
 
 
 def _games(state: dict) -> list:
     # The checkpoint's games carry their positions' replay priorities.
-    return [(g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations), g.priorities,
-             g.players) for g in state["replay"]["games"]]
+    return [
+        (g.history, g.rewards, g.root_values, g.child_visits, np.asarray(g.observations), g.priorities, g.players)
+        for g in state["replay"]["games"]
+    ]
 
 
-@pytest.mark.parametrize("config, k, m, interval, selfplay, shared", [
-    # The straight run is the session's shared tiny run (30 steps, a checkpoint every 5).
-    (TINY, 15, 15, 5, [], "tiny_run"),
-    (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"], None),
-    # ALE emulator states of the games in progress are in the checkpoint too, and prioritized
-    # replay's priorities (configs/atari/tiny.yaml: replay.priority_alpha 1). Straight: the
-    # shared Atari run.
-    (ATARI_TINY, 3, 3, 3, [], "atari_tiny_run"),
-    # OpenSpiel states of the board games in progress (pickled as their moves), two-player targets.
-    (TICTACTOE, 10, 10, 5, ["--set", "search.num_simulations=4", "--set", "selfplay.num_envs=4", "--set",
-                            "selfplay.search=numpy", "--set", "replay.min_games=4", "--set", "train.batch_size=16",
-                            "--set", "run.eval_interval=0", "--set", "run.eval_opponents=[]"], None),
-], ids=["one_game", "batched_games_in_progress", "atari_games_in_progress", "board_games_in_progress"])
+@pytest.mark.parametrize(
+    "config, k, m, interval, selfplay, shared",
+    [
+        # The straight run is the session's shared tiny run (30 steps, a checkpoint every 5).
+        (TINY, 15, 15, 5, [], "tiny_run"),
+        (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"], None),
+        # ALE emulator states of the games in progress are in the checkpoint too, and prioritized
+        # replay's priorities (configs/atari/tiny.yaml: replay.priority_alpha 1). Straight: the
+        # shared Atari run.
+        (ATARI_TINY, 3, 3, 3, [], "atari_tiny_run"),
+        # OpenSpiel states of the board games in progress (pickled as their moves), two-player targets.
+        (
+            TICTACTOE,
+            10,
+            10,
+            5,
+            [
+                "--set",
+                "search.num_simulations=4",
+                "--set",
+                "selfplay.num_envs=4",
+                "--set",
+                "selfplay.search=numpy",
+                "--set",
+                "replay.min_games=4",
+                "--set",
+                "train.batch_size=16",
+                "--set",
+                "run.eval_interval=0",
+                "--set",
+                "run.eval_opponents=[]",
+            ],
+            None,
+        ),
+        # Reanalyse: reanalysed statistics in replay, the target network (refreshed every 3 steps,
+        # not at checkpoints) and the reanalyse budget carried over.
+        (
+            TINY,
+            10,
+            10,
+            5,
+            [
+                "--set",
+                "reanalyse.fraction=0.8",
+                "--set",
+                "reanalyse.positions_per_step=4",
+                "--set",
+                "reanalyse.batch_size=8",
+                "--set",
+                "reanalyse.target_network_interval=3",
+            ],
+            None,
+        ),
+    ],
+    ids=["one_game", "batched_games_in_progress", "atari_games_in_progress", "board_games_in_progress", "reanalyse"],
+)
 def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, interval, selfplay, shared):
     interrupted = tmp_path / "interrupted"
-    settings = ["--set", f"train.training_steps={k + m}", "--set", f"train.checkpoint_interval={interval}",
-                *selfplay]
+    settings = ["--set", f"train.training_steps={k + m}", "--set", f"train.checkpoint_interval={interval}", *selfplay]
     if shared is None:
         straight = tmp_path / "straight"
         assert _run("train", "--config", config, "--logdir", str(straight), *settings).returncode == 0
@@ -149,6 +196,22 @@ def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, inter
         for x, y in zip(a, b):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     assert state_a["replay"]["games_saved"] == state_b["replay"]["games_saved"]
+    # Reanalyse's statistics stored on the games, its target network and budget.
+    reanalysis = [(a.reanalysis, b.reanalysis) for a, b in zip(state_a["replay"]["games"], state_b["replay"]["games"])]
+    for a, b in reanalysis:
+        assert (a is None) == (b is None)
+        for x, y in zip(a or (), b or ()):
+            np.testing.assert_array_equal(x, y)
+    assert ("reanalyse" in state_a) == ("reanalyse" in state_b) == ("reanalyse.fraction=0.8" in selfplay)
+    if "reanalyse" in state_a:
+        assert any(a is not None for a, _ in reanalysis)
+        target_a, target_b = state_a["reanalyse"]["target_network"], state_b["reanalyse"]["target_network"]
+        assert target_a["step"] == target_b["step"] == 18  # the last multiple of 3 up to 20
+        for name in target_a["weights"]:
+            for layer in target_a["weights"][name]:
+                for x, y in zip(target_a["weights"][name][layer], target_b["weights"][name][layer]):
+                    np.testing.assert_array_equal(x, y)
+        assert state_a["reanalyse"]["worker"] == state_b["reanalyse"]["worker"]
     state_a["counters"].pop("wall_seconds"), state_b["counters"].pop("wall_seconds")
     assert state_a["counters"] == state_b["counters"] and state_a["rng"] == state_b["rng"]
 
@@ -156,8 +219,18 @@ def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, inter
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_sigterm_and_ctrl_c_write_a_final_checkpoint_and_exit_0(tmp_path, signum):
     run_dir = tmp_path / "run"
-    process = _start(tmp_path / "log", "train", "--config", TINY, "--logdir", str(run_dir),
-                     "--set", "train.training_steps=100000", "--set", "train.checkpoint_interval=1000")
+    process = _start(
+        tmp_path / "log",
+        "train",
+        "--config",
+        TINY,
+        "--logdir",
+        str(run_dir),
+        "--set",
+        "train.training_steps=100000",
+        "--set",
+        "train.checkpoint_interval=1000",
+    )
     log = tmp_path / "log"
     deadline = time.time() + 120
     while "step " not in log.read_text() and time.time() < deadline:  # training has started
@@ -199,8 +272,10 @@ def test_resume_from_a_chosen_step_sets_the_newer_checkpoints_aside(tmp_path, ti
     run_dir = copy_run(tiny_run, tmp_path / "run")  # checkpoints at 20, 25, 30
     result = _run("train", "--resume", str(run_dir), "--step", "7")
     assert result.returncode == 2
-    assert result.stderr.strip() == (f"muzero train: error: --step 7: no complete checkpoint at that step in "
-                                     f"{run_dir / 'checkpoints'} (complete: 20, 25, 30)")
+    assert result.stderr.strip() == (
+        f"muzero train: error: --step 7: no complete checkpoint at that step in "
+        f"{run_dir / 'checkpoints'} (complete: 20, 25, 30)"
+    )
     result = _run("train", "--resume", str(run_dir), "--step", "20", "--set", "train.training_steps=25")
     assert result.returncode == 0, result.stderr[-2000:]
     assert re.search(r"resumed from .*ckpt-20 at training step 20", result.stderr)
@@ -216,7 +291,10 @@ def test_resume_input_errors(tmp_path):
     (run_dir / "config.yaml").write_text(Path(TINY).read_text())
     result = _run("train", "--resume", str(run_dir))
     assert result.returncode == 2
-    assert result.stderr.strip() == f"muzero train: error: {run_dir / 'checkpoints'}: no complete checkpoint to resume from"
+    assert (
+        result.stderr.strip()
+        == f"muzero train: error: {run_dir / 'checkpoints'}: no complete checkpoint to resume from"
+    )
     result = _run("train", "--resume", str(run_dir), "--logdir", str(tmp_path / "x"))
     assert result.returncode == 2 and "give one" in result.stderr
     result = _run("train", "--resume", str(tmp_path / "missing"))
@@ -252,8 +330,9 @@ def _loss_scalars(run_dir: Path) -> list[tuple[int, str, float]]:
 def test_same_seed_same_numbers_different_seed_different(tmp_path, tiny_run):
     runs = {"a": _loss_scalars(tiny_run)}  # seed 0
     for name, seed in (("b", 0), ("c", 1)):
-        result = _run("train", "--config", TINY, "--logdir", str(tmp_path / name), "--set", f"run.seed={seed}",
-                      *TINY_RUN_SETTINGS)
+        result = _run(
+            "train", "--config", TINY, "--logdir", str(tmp_path / name), "--set", f"run.seed={seed}", *TINY_RUN_SETTINGS
+        )
         assert result.returncode == 0
         runs[name] = _loss_scalars(tmp_path / name)
     assert len(runs["a"]) > 20

@@ -41,10 +41,27 @@ def _one_line(result: subprocess.CompletedProcess) -> str:
 @pytest.mark.slow
 def test_a_second_process_is_refused_and_kill_9_frees_the_lock(tmp_path):
     run_dir = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-m", "muzero.cli", "train", "--config", TINY, "--logdir", str(run_dir),
-                               "--set", "train.training_steps=100000", "--set", "train.checkpoint_interval=1"],
-                              cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "muzero.cli",
+            "train",
+            "--config",
+            TINY,
+            "--logdir",
+            str(run_dir),
+            "--set",
+            "train.training_steps=100000",
+            "--set",
+            "train.checkpoint_interval=1",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 120
         while not complete_steps(run_dir / "checkpoints"):  # a checkpoint, so that --resume gets to the lock
@@ -80,8 +97,14 @@ except RunDirInUse as error:
 def test_a_run_directory_is_locked_once_per_process(tmp_path):
     lock_run_dir(tmp_path)
     lock_run_dir(tmp_path)  # the owner asking again (the CLI, then the Trainer) is no conflict
-    probe = subprocess.run([sys.executable, "-c", _SECOND_OWNER, str(tmp_path)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=60, check=False)
+    probe = subprocess.run(
+        [sys.executable, "-c", _SECOND_OWNER, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert probe.stdout.startswith(f"{tmp_path}: in use by pid {os.getpid()} on host "), probe.stderr
 
 

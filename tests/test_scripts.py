@@ -15,8 +15,22 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_gradient_scaling_demo_writes_csv_and_png(tmp_path):
     out = tmp_path / "demo"
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "gradient_scaling_demo.py"), "--out", str(out),
-                             "--seeds", "1", "--max-k", "2"], capture_output=True, text=True, check=False, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "gradient_scaling_demo.py"),
+            "--out",
+            str(out),
+            "--seeds",
+            "1",
+            "--max-k",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = list(csv.DictReader(out.with_suffix(".csv").open()))
     # 2 values of K x 4 variants x 2 parts.
@@ -28,9 +42,28 @@ def test_gradient_scaling_demo_writes_csv_and_png(tmp_path):
 
 @pytest.mark.slow
 def test_bench_atari_counts_the_papers_flops_and_runs(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_atari.py"), "--size", "tiny", "--batch",
-                             "4", "--steps", "1", "--envs", "1", "--moves", "1", "--simulations", "2"],
-                            capture_output=True, text=True, check=False, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_atari.py"),
+            "--size",
+            "tiny",
+            "--batch",
+            "4",
+            "--steps",
+            "1",
+            "--envs",
+            "1",
+            "--moves",
+            "1",
+            "--simulations",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout
     # Tiny: 8 planes at 6x6; the representation's first conv alone is 48*48*4*9*128*2 = 21.2 MFLOP.
@@ -42,10 +75,25 @@ def test_bench_atari_counts_the_papers_flops_and_runs(tmp_path):
 def test_bench_scaling_prints_a_table(tmp_path):
     import os
 
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_scaling.py"), "--config",
-                             str(ROOT / "configs" / "tiny.yaml"), "--actors", "1", "--intervals", "2",
-                             "--interval-seconds", "1"], capture_output=True, text=True, check=False, timeout=300,
-                            env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_scaling.py"),
+            "--config",
+            str(ROOT / "configs" / "tiny.yaml"),
+            "--actors",
+            "1",
+            "--intervals",
+            "2",
+            "--interval-seconds",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][2:]
     # One row for the local back end, one for 1 actor, whose efficiency is 1 by definition.

@@ -202,17 +202,28 @@ class TestSelectAction:
         np.testing.assert_allclose(rng.p, [0.1, 0.9])
 
     def test_schedule_from_config_by_training_steps(self):
-        config = _config(visit_softmax_temperature=TemperatureSchedule(
-            by="training_steps", schedule=((500_000, 1.0), (750_000, 0.5), (None, 0.25))))
+        config = _config(
+            visit_softmax_temperature=TemperatureSchedule(
+                by="training_steps", schedule=((500_000, 1.0), (750_000, 0.5), (None, 0.25))
+            )
+        )
         # Atari: 1.0 below 500k steps, 0.5 below 750k, then 0.25.
-        assert [config.visit_softmax_temperature_fn(0, s) for s in (0, 499_999, 500_000, 749_999, 750_000, 10**7)] \
-            == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
+        assert [config.visit_softmax_temperature_fn(0, s) for s in (0, 499_999, 500_000, 749_999, 750_000, 10**7)] == [
+            1.0,
+            1.0,
+            0.5,
+            0.5,
+            0.25,
+            0.25,
+        ]
         rng = _FakeChoiceRng(pick=0)
         select_action(config, 0, self._root([1, 3]), 600_000, rng)
         np.testing.assert_allclose(rng.p, [0.1, 0.9])  # T = 0.5 at 600k steps
 
     def test_schedule_by_num_moves(self):
-        config = _config(visit_softmax_temperature=TemperatureSchedule(by="num_moves", schedule=((30, 1.0), (None, 0.0))))
+        config = _config(
+            visit_softmax_temperature=TemperatureSchedule(by="num_moves", schedule=((30, 1.0), (None, 0.0)))
+        )
         # Board games: T = 1 for the first 30 moves, then greedy.
         assert config.visit_softmax_temperature_fn(29, 10**6) == 1.0
         assert config.visit_softmax_temperature_fn(30, 0) == 0.0
@@ -233,8 +244,12 @@ class _TableNetwork:
     def recurrent_inference(self, hidden_state, action):
         self.calls.append(int(action[0]))
         value, reward, logits = self.outputs.pop(0)
-        return NetworkOutput(value=np.array([value]), reward=np.array([reward]),
-                             policy_logits=np.array([logits], np.float64), hidden_state=np.zeros((1, 1)))
+        return NetworkOutput(
+            value=np.array([value]),
+            reward=np.array([reward]),
+            policy_logits=np.array([logits], np.float64),
+            hidden_state=np.zeros((1, 1)),
+        )
 
 
 def test_run_mcts_follows_the_pseudocode_by_hand():
@@ -242,11 +257,13 @@ def test_run_mcts_follows_the_pseudocode_by_hand():
     config = _config(discount=1.0, num_simulations=3, known_bounds=KnownBounds(0.0, 1.0))
     root = Node(0)
     expand_node(root, 0, [0, 1], NetworkOutput(0.0, 0.0, np.log([0.6, 0.4]), np.zeros(1)))
-    network = _TableNetwork([
-        (0.2, 0.0, [0.0, 0.0]),   # simulation 1
-        (0.9, 0.0, [0.0, 0.0]),   # simulation 2
-        (0.5, 0.0, [0.0, 0.0]),   # simulation 3
-    ])
+    network = _TableNetwork(
+        [
+            (0.2, 0.0, [0.0, 0.0]),  # simulation 1
+            (0.9, 0.0, [0.0, 0.0]),  # simulation 2
+            (0.5, 0.0, [0.0, 0.0]),  # simulation 3
+        ]
+    )
     run_mcts(config, root, ActionHistory([], 2), network)
     # Sim 1: root N=0 -> all scores 0 -> tie -> larger action 1. Leaf value 0.2.
     #   child1: N=1, W=0.2; root: N=1, W=0.2.
@@ -264,22 +281,26 @@ def test_run_mcts_follows_the_pseudocode_by_hand():
     assert root.value() == pytest.approx(1.6 / 3)
 
 
-@pytest.mark.parametrize("rule, expected", [
-    # root (player 0) -> child (player 1, reward 1.0 to its mover, player 0) -> leaf (player 0,
-    # reward 0.5 to its mover, player 1); the leaf's value 0.2 is player 0's; discount 0.9.
-    # negamax: leaf +0.2; value = -0.5 + 0.9 * 0.2 = -0.32 (player 0's view: player 1's reward
-    # counts against); child (player 1) adds 0.32 = 0.5 - 0.9 * 0.2; value = 1.0 + 0.9 * -0.32
-    # = 0.712; root (player 0) adds 0.712 = 1.0 - 0.9 * 0.32.
-    ("negamax", (0.712, 0.32, 0.2)),
-    # pseudocode: value = 0.5 + 0.9 * 0.2 = 0.68, child adds -0.68; value = 1.0 + 0.9 * 0.68 = 1.612.
-    ("pseudocode", (1.612, -0.68, 0.2)),
-])
+@pytest.mark.parametrize(
+    "rule, expected",
+    [
+        # root (player 0) -> child (player 1, reward 1.0 to its mover, player 0) -> leaf (player 0,
+        # reward 0.5 to its mover, player 1); the leaf's value 0.2 is player 0's; discount 0.9.
+        # negamax: leaf +0.2; value = -0.5 + 0.9 * 0.2 = -0.32 (player 0's view: player 1's reward
+        # counts against); child (player 1) adds 0.32 = 0.5 - 0.9 * 0.2; value = 1.0 + 0.9 * -0.32
+        # = 0.712; root (player 0) adds 0.712 = 1.0 - 0.9 * 0.32.
+        ("negamax", (0.712, 0.32, 0.2)),
+        # pseudocode: value = 0.5 + 0.9 * 0.2 = 0.68, child adds -0.68; value = 1.0 + 0.9 * 0.68 = 1.612.
+        ("pseudocode", (1.612, -0.68, 0.2)),
+    ],
+)
 def test_two_player_backup_rules_differ_on_a_hand_worked_tree(rule, expected):
     root, child, leaf = Node(0), Node(0), Node(0)
     root.to_play, child.to_play, leaf.to_play = 0, 1, 0
     child.reward, leaf.reward = 1.0, 0.5
-    backpropagate([root, child, leaf], value=0.2, to_play=0, discount=0.9, min_max_stats=MinMaxStats(None),
-                  two_player_rule=rule)
+    backpropagate(
+        [root, child, leaf], value=0.2, to_play=0, discount=0.9, min_max_stats=MinMaxStats(None), two_player_rule=rule
+    )
     assert (root.value_sum, child.value_sum, leaf.value_sum) == pytest.approx(expected)
     # The root's player sees the child (player 1's value 0.32) as -0.32 under negamax.
     config = MuZeroConfig(search=SearchConfig(two_player_rule=rule))

@@ -44,8 +44,9 @@ def test_tf_twin_matches_numpy():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(5, 21)) * 3
     probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-    np.testing.assert_allclose(support_to_scalar_tf(tf.constant(logits), 10).numpy(),
-                               support_to_scalar(probabilities, 10), rtol=1e-9)
+    np.testing.assert_allclose(
+        support_to_scalar_tf(tf.constant(logits), 10).numpy(), support_to_scalar(probabilities, 10), rtol=1e-9
+    )
 
 
 def test_paper_support_of_601_bins():

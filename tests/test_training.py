@@ -100,6 +100,7 @@ def _plain_step_losses(network: MLPNetwork, batch: Batch, support_size: int) -> 
 
     Written directly on the Keras models, not through muzero_loss.
     """
+
     def loss(prediction, target):
         if support_size:
             return -tf.reduce_sum(target * tf.nn.log_softmax(prediction), -1)
@@ -114,15 +115,23 @@ def _plain_step_losses(network: MLPNetwork, batch: Batch, support_size: int) -> 
 
     state = minmax(network.representation(batch.observation)["state"])
     pred = network.prediction(state)
-    losses = [tf.reduce_mean(loss(pred["value"], batch.target_value[:, 0])
-                             + policy_loss(pred["policy"], batch.target_policy[:, 0], batch.policy_mask[:, 0]))]
+    losses = [
+        tf.reduce_mean(
+            loss(pred["value"], batch.target_value[:, 0])
+            + policy_loss(pred["policy"], batch.target_policy[:, 0], batch.policy_mask[:, 0])
+        )
+    ]
     for k in range(1, K + 1):
         dyn = network.dynamics(tf.concat([state, tf.one_hot(batch.actions[:, k - 1], 2)], -1))
         state = minmax(dyn["state"])
         pred = network.prediction(state)
-        losses.append(tf.reduce_mean(loss(pred["value"], batch.target_value[:, k])
-                                     + loss(dyn["reward"], batch.target_reward[:, k])
-                                     + policy_loss(pred["policy"], batch.target_policy[:, k], batch.policy_mask[:, k])))
+        losses.append(
+            tf.reduce_mean(
+                loss(pred["value"], batch.target_value[:, k])
+                + loss(dyn["reward"], batch.target_reward[:, k])
+                + policy_loss(pred["policy"], batch.target_policy[:, k], batch.policy_mask[:, k])
+            )
+        )
     return losses
 
 
@@ -151,7 +160,7 @@ def test_update_weights_factors_against_independent_computation(support_size):
         rep_w = 1.0 if k == 0 else (1.0 / K) * 0.5 ** (k - 1)
         pred_w = 1.0 if k == 0 else 1.0 / K
         expected_rep = [e + rep_w * g for e, g in zip(expected_rep, grads[: len(representation)])]
-        expected_pred = [e + pred_w * g for e, g in zip(expected_pred, grads[len(representation):])]
+        expected_pred = [e + pred_w * g for e, g in zip(expected_pred, grads[len(representation) :])]
 
     for g, e in zip(got, expected_rep + expected_pred):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=2e-4, atol=1e-6)
@@ -210,7 +219,11 @@ def test_gradient_norm_summaries_every_interval():
     # Steps 1 and 2 with interval 2: only step 2 carries the grad/ norms.
     assert not any(name.startswith("grad/") for name in first)
     names = {f"grad/hidden_state_step_{k}" for k in range(K + 1)} | {
-        "grad/representation_norm", "grad/dynamics_norm", "grad/prediction_norm", "grad/global_norm"}
+        "grad/representation_norm",
+        "grad/dynamics_norm",
+        "grad/prediction_norm",
+        "grad/global_norm",
+    }
     assert names <= set(second)
     # The global norm is the root of the summed squares of the three functions' norms.
     parts = [second[f"grad/{n}_norm"] for n in ("representation", "dynamics", "prediction")]
@@ -226,8 +239,10 @@ def test_train_network_publishes_every_checkpoint_interval():
     from muzero.training import train_network
 
     config, network, _ = _setup(3)
-    config = config.replace(train=dataclasses.replace(config.train, batch_size=4, checkpoint_interval=2),
-                            replay=ReplayConfig(window_size=10))
+    config = config.replace(
+        train=dataclasses.replace(config.train, batch_size=4, checkpoint_interval=2),
+        replay=ReplayConfig(window_size=10),
+    )
     learner = Learner(config, network)
     game = Game(action_space_size=2, discount=config.discount)
     game.observations = [np.full(4, i, np.float32) for i in range(6)]
@@ -301,5 +316,9 @@ def test_learner_returns_the_initial_value_for_priorities():
     np.testing.assert_allclose(metrics["initial_value"], expected, rtol=1e-5, atol=1e-6)
     assert metrics["initial_value"].shape == (6,) and learner.tracing_count() == 1
     # New priority |v_0 - z_0| from the scalar target before its two-hot transform.
-    np.testing.assert_allclose(priority(metrics["initial_value"], batch.target_value[:, 0]),
-                               np.abs(expected - scalar[:, 0]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        priority(metrics["initial_value"], batch.target_value[:, 0]),
+        np.abs(expected - scalar[:, 0]),
+        rtol=1e-5,
+        atol=1e-6,
+    )

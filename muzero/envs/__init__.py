@@ -4,7 +4,8 @@
 
 * `<plugin>:<name>` for a registered plug-in: `gym:CartPole-v1`, `atari:ALE/Pong-v5`,
   `openspiel:tic_tac_toe`;
-* an id starting with `ALE/` is an Atari game (`ALE/Pong-v5`);
+* an id starting with `ALE/` is an Atari game (`ALE/Pong-v5`), one starting with
+  `MinAtar/` a MinAtar game (`MinAtar/Breakout-v1`, the same as `minatar:breakout`);
 * `<module>:<function>` for a game outside the package: `function(seed, **game.kwargs)`
   returns an `Environment` (the module must be importable);
 * anything else is a gymnasium id (`CartPole-v1`).
@@ -26,14 +27,23 @@ from muzero.envs.base import Environment, EnvironmentSpec, EnvironmentSpecError,
 if TYPE_CHECKING:
     from muzero.config import GameConfig
 
-__all__ = ["Environment", "EnvironmentSpec", "EnvironmentSpecError", "GamePlugin", "check_environment",
-           "make_environment", "make_environments", "resolve_game"]
+__all__ = [
+    "Environment",
+    "EnvironmentSpec",
+    "EnvironmentSpecError",
+    "GamePlugin",
+    "check_environment",
+    "make_environment",
+    "make_environments",
+    "resolve_game",
+]
 
 # Registered plug-ins: prefix -> module holding `PLUGIN`.
 PLUGINS = {
     "gym": "muzero.envs.gym",
     "atari": "muzero.envs.atari",
     "openspiel": "muzero.envs.openspiel",
+    "minatar": "muzero.envs.minatar",
 }
 
 
@@ -48,6 +58,8 @@ def resolve_game(game_id: str) -> tuple[GamePlugin, str]:
         return importlib.import_module(PLUGINS[prefix]).PLUGIN, rest
     if game_id.startswith("ALE/"):
         return importlib.import_module(PLUGINS["atari"]).PLUGIN, game_id
+    if game_id.startswith("MinAtar/"):
+        return importlib.import_module(PLUGINS["minatar"]).PLUGIN, game_id
     if sep and rest and prefix.replace(".", "").replace("_", "").isalnum():
         return _external_plugin(prefix, rest), game_id
     return importlib.import_module(PLUGINS["gym"]).PLUGIN, game_id
@@ -93,15 +105,20 @@ def check_environment(game: GameConfig) -> EnvironmentSpec:
     try:
         spec = EnvironmentSpec.of(env)
         if spec.action_space_size != game.action_space_size:
-            raise EnvironmentSpecError(f"{game.id} has {spec.action_space_size} actions, but "
-                                       f"game.action_space_size is {game.action_space_size}",
-                                       key="game.action_space_size")
+            raise EnvironmentSpecError(
+                f"{game.id} has {spec.action_space_size} actions, but "
+                f"game.action_space_size is {game.action_space_size}",
+                key="game.action_space_size",
+            )
         if game.stacked_frames > 1 and len(spec.observation_shape) != 3:
-            raise EnvironmentSpecError(f"stacking frames needs image observations [H, W, C]; {game.id} "
-                                       f"gives shape {spec.observation_shape}", key="game.stacked_frames")
+            raise EnvironmentSpecError(
+                f"stacking frames needs image observations [H, W, C]; {game.id} gives shape {spec.observation_shape}",
+                key="game.stacked_frames",
+            )
         if spec.num_players not in (1, 2):
-            raise EnvironmentSpecError(f"{game.id}: {spec.num_players} players; only 1 or 2 (alternating) are "
-                                       "supported")
+            raise EnvironmentSpecError(
+                f"{game.id}: {spec.num_players} players; only 1 or 2 (alternating) are supported"
+            )
         return spec
     finally:
         env.close()

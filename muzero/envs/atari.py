@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from muzero.envs.base import GamePlugin
+from muzero.envs.base import GamePlugin, require_extra
 from muzero.envs.gym import GymEnvironment
 
 
@@ -72,6 +72,8 @@ class AtariEnvironment(GymEnvironment):
         super().__init__(env_id, seed)
 
     def _make(self):
+        require_extra("ale_py", "atari", self.env_id)
+        require_extra("cv2", "atari", f"{self.env_id} (frame resizing)")
         import ale_py
         import gymnasium
         from gymnasium.wrappers import AtariPreprocessing
@@ -79,20 +81,34 @@ class AtariEnvironment(GymEnvironment):
         gymnasium.register_envs(ale_py)
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on every environment made
         s = self.settings
-        env = gymnasium.make(self.env_id, frameskip=1, repeat_action_probability=s.sticky_action_probability,
-                             full_action_space=s.full_action_space)
-        return AtariPreprocessing(env, noop_max=s.noop_max, frame_skip=s.frame_skip, screen_size=s.screen_size,
-                                  terminal_on_life_loss=s.terminal_on_life_loss, grayscale_obs=False,
-                                  scale_obs=False)
+        env = gymnasium.make(
+            self.env_id,
+            frameskip=1,
+            repeat_action_probability=s.sticky_action_probability,
+            full_action_space=s.full_action_space,
+        )
+        return AtariPreprocessing(
+            env,
+            noop_max=s.noop_max,
+            frame_skip=s.frame_skip,
+            screen_size=s.screen_size,
+            terminal_on_life_loss=s.terminal_on_life_loss,
+            grayscale_obs=False,
+            scale_obs=False,
+        )
 
     def __getstate__(self) -> dict:
         wrapper = self._env
         return {
-            "env_id": self.env_id, "seed": self._seed, "settings": self.settings, "episodes": self.episodes,
+            "env_id": self.env_id,
+            "seed": self._seed,
+            "settings": self.settings,
+            "episodes": self.episodes,
             "ale_state": wrapper.unwrapped.clone_state(include_rng=True),
             "np_random": wrapper.unwrapped.np_random.bit_generator.state,
             "obs_buffer": [buffer.copy() for buffer in wrapper.obs_buffer],
-            "lives": wrapper.lives, "game_over": wrapper.game_over,
+            "lives": wrapper.lives,
+            "game_over": wrapper.game_over,
         }
 
     def __setstate__(self, state: dict) -> None:

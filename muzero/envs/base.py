@@ -32,6 +32,18 @@ class EnvironmentSpecError(ValueError):
         self.key = key
 
 
+def require_extra(module: str, extra: str, what: str) -> None:
+    """Raises a one-line EnvironmentSpecError when `module` (a package of the optional extra
+    `extra` in pyproject.toml) is not installed; `what` names what needs it."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise EnvironmentSpecError(
+            f"{what} needs the Python package '{module}', which is not installed: "
+            f"pip install -e '.[{extra}]' (or make install)"
+        )
+
+
 @runtime_checkable
 class Environment(Protocol):
     """One game's rules or adapter.
@@ -76,8 +88,12 @@ class EnvironmentSpec:
 
     @staticmethod
     def of(environment: Environment) -> EnvironmentSpec:
-        return EnvironmentSpec(tuple(environment.observation_shape), environment.observation_dtype,
-                               int(environment.action_space_size), int(environment.num_players))
+        return EnvironmentSpec(
+            tuple(environment.observation_shape),
+            environment.observation_dtype,
+            int(environment.action_space_size),
+            int(environment.num_players),
+        )
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,35 @@ class GymEnvironment:
         observation, reward, terminated, truncated, _ = self._env.step(int(action))
         return np.asarray(observation, self.observation_dtype), float(reward), bool(terminated), bool(truncated)
 
+    def render(self) -> np.ndarray:
+        """The screen now, as gymnasium's "rgb_array" rendering draws it: uint8 [H, W, 3].
+
+        Only videos call this (muzero/video.py). Environments are made without a render
+        mode, so that playing never draws; the first call switches the base environment
+        to "rgb_array", which CartPole, ALE and MinAtar read at each `render()`.
+
+        Raises:
+          RuntimeError: the game cannot draw itself (no "rgb_array" mode, or a missing
+            library such as pygame for CartPole), with a one-line reason.
+        """
+        import gymnasium
+
+        base = self._env.unwrapped
+        if base.render_mode is None:
+            if "rgb_array" not in base.metadata.get("render_modes", ()):
+                raise RuntimeError(f"{self.env_id} has no rgb_array rendering")
+            base.render_mode = "rgb_array"
+        try:
+            frame = base.render()
+        except gymnasium.error.DependencyNotInstalled as error:
+            raise RuntimeError(f"{self.env_id} cannot draw itself: {error}") from None
+        return np.asarray(frame)
+
+    @property
+    def video_fps(self) -> float:
+        """Frames per second of a video of this game (one frame per move)."""
+        return float(self._env.metadata.get("render_fps") or 30)
+
     def legal_actions(self) -> list[int]:
         return list(range(self.action_space_size))
 

@@ -57,8 +57,10 @@ def load_game(name: str, parameters: Mapping | None = None):
     if kind.utility != pyspiel.GameType.Utility.ZERO_SUM:
         problems.append("not zero-sum")
     if problems:
-        raise EnvironmentSpecError(f"openspiel:{name}: only two-player, turn-taking, perfect-information, "
-                                   f"deterministic, zero-sum games are supported ({', '.join(problems)})")
+        raise EnvironmentSpecError(
+            f"openspiel:{name}: only two-player, turn-taking, perfect-information, "
+            f"deterministic, zero-sum games are supported ({', '.join(problems)})"
+        )
     return game
 
 
@@ -132,8 +134,12 @@ class OpenSpielEnvironment:
         return str(self.state)
 
     def __getstate__(self) -> dict:
-        return {"name": self.name, "seed": self.seed, "parameters": self.parameters,
-                "history": [int(action) for action in self.state.history()]}
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "parameters": self.parameters,
+            "history": [int(action) for action in self.state.history()],
+        }
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["name"], state["seed"], state["parameters"])

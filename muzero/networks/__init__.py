@@ -24,15 +24,22 @@ if TYPE_CHECKING:
 __all__ = ["Network", "NetworkOutput", "PublishedWeights", "UniformNetwork", "make_network", "make_uniform_network"]
 
 
-def make_network(config: MuZeroConfig, observation_shape: tuple[int, ...],
-                 observation_dtype: type = np.float32) -> KerasNetwork:
+def make_network(
+    config: MuZeroConfig, observation_shape: tuple[int, ...], observation_dtype: type = np.float32
+) -> KerasNetwork:
     """The Keras network `network.kind` names, for environment observations of `observation_shape`
     and `observation_dtype` (uint8 frames are scaled by the network)."""
     if config.network.kind == "resnet":
         from muzero.networks.resnet import ResNetwork
 
-        return ResNetwork(config.network, config.action_space_size, observation_shape, observation_dtype,
-                          config.game.stacked_frames, config.train.mixed_precision)
+        return ResNetwork(
+            config.network,
+            config.action_space_size,
+            observation_shape,
+            observation_dtype,
+            config.game.stacked_frames,
+            config.train.mixed_precision,
+        )
     from muzero.networks.mlp import MLPNetwork
 
     return MLPNetwork(config.network, config.action_space_size, int(np.prod(observation_shape)))

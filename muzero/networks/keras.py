@@ -48,8 +48,9 @@ class KerasNetwork(Network):
             return logits[:, 0]
         return support_to_scalar_tf(logits, self.support_size)
 
-    def _predict(self, hidden_state: tf.Tensor, reward: tf.Tensor, reward_logits: tf.Tensor | None,
-                 training: bool = False) -> NetworkOutput:
+    def _predict(
+        self, hidden_state: tf.Tensor, reward: tf.Tensor, reward_logits: tf.Tensor | None, training: bool = False
+    ) -> NetworkOutput:
         """prediction(hidden_state) with the reward of the transition into it."""
         out = self.prediction(hidden_state, training=training)
         return NetworkOutput(

@@ -30,7 +30,6 @@ def _mlp(name: str, input_size: int, hidden_layers, activation: str, heads: dict
     return keras.Model(inputs, outputs, name=name)
 
 
-
 class MLPNetwork(KerasNetwork):
     """The three functions as Keras models, with the pseudocode's inference interface.
 
@@ -48,12 +47,19 @@ class MLPNetwork(KerasNetwork):
         self.activation = net.activation
         bins = num_bins(net.support_size)
         size = net.hidden_state_size
-        self.representation = _mlp("representation", observation_size, net.hidden_layers, net.activation,
-                                   {"state": size})
-        self.dynamics = _mlp("dynamics", size + self.action_space_size, net.hidden_layers, net.activation,
-                             {"state": size, "reward": bins})
-        self.prediction = _mlp("prediction", size, net.hidden_layers, net.activation,
-                               {"policy": self.action_space_size, "value": bins})
+        self.representation = _mlp(
+            "representation", observation_size, net.hidden_layers, net.activation, {"state": size}
+        )
+        self.dynamics = _mlp(
+            "dynamics",
+            size + self.action_space_size,
+            net.hidden_layers,
+            net.activation,
+            {"state": size, "reward": bins},
+        )
+        self.prediction = _mlp(
+            "prediction", size, net.hidden_layers, net.activation, {"policy": self.action_space_size, "value": bins}
+        )
         self.steps = 0
 
     # `training` is part of the interface shared with `ResNetwork`; no layer here depends on it.
@@ -74,9 +80,14 @@ class MLPNetwork(KerasNetwork):
 
     def get_weights(self) -> dict:
         """Weights as plain numpy data: {function: {layer: (kernel, bias)}}."""
-        return {name: {layer.name: tuple(np.array(w) for w in layer.get_weights())
-                       for layer in model.layers if layer.get_weights()}
-                for name, model in self.models.items()}
+        return {
+            name: {
+                layer.name: tuple(np.array(w) for w in layer.get_weights())
+                for layer in model.layers
+                if layer.get_weights()
+            }
+            for name, model in self.models.items()
+        }
 
     def set_weights(self, weights: dict) -> None:
         for name, model in self.models.items():
@@ -85,5 +96,10 @@ class MLPNetwork(KerasNetwork):
 
     def numpy_network(self, steps: int | None = None) -> NumpyMLPNetwork:
         """A numpy copy of the current weights for self-play."""
-        return NumpyMLPNetwork(self.get_weights(), self.action_space_size, self.support_size,
-                               self.activation, self.steps if steps is None else steps)
+        return NumpyMLPNetwork(
+            self.get_weights(),
+            self.action_space_size,
+            self.support_size,
+            self.activation,
+            self.steps if steps is None else steps,
+        )

@@ -45,14 +45,17 @@ class NumpyMLPNetwork(Network):
       steps: training steps behind these weights.
     """
 
-    def __init__(self, weights: Weights, action_space_size: int, support_size: int,
-                 activation: str, steps: int = 0):
-        self._weights = {name: {layer: (np.asarray(k, np.float32), np.asarray(b, np.float32))
-                                for layer, (k, b) in layers.items()}
-                         for name, layers in weights.items()}
-        self._hidden = {name: sorted((layer for layer in layers if layer.startswith("hidden_")),
-                                     key=lambda layer: int(layer.split("_")[1]))
-                        for name, layers in self._weights.items()}
+    def __init__(self, weights: Weights, action_space_size: int, support_size: int, activation: str, steps: int = 0):
+        self._weights = {
+            name: {layer: (np.asarray(k, np.float32), np.asarray(b, np.float32)) for layer, (k, b) in layers.items()}
+            for name, layers in weights.items()
+        }
+        self._hidden = {
+            name: sorted(
+                (layer for layer in layers if layer.startswith("hidden_")), key=lambda layer: int(layer.split("_")[1])
+            )
+            for name, layers in self._weights.items()
+        }
         self.action_space_size = action_space_size
         self.support_size = support_size
         self._activation = _ACTIVATIONS[activation]
@@ -107,8 +110,13 @@ class NumpyMLPNetwork(Network):
         return self._steps
 
 
-def variable_shapes(observation_size: int, action_space_size: int, hidden_state_size: int,
-                    hidden_layers: tuple[int, ...], support_size: int) -> dict[str, tuple[int, ...]]:
+def variable_shapes(
+    observation_size: int,
+    action_space_size: int,
+    hidden_state_size: int,
+    hidden_layers: tuple[int, ...],
+    support_size: int,
+) -> dict[str, tuple[int, ...]]:
     """Shapes of `MLPNetwork`'s weights by name, computed without TensorFlow.
 
     Returns:

@@ -4,7 +4,9 @@
   / A) -> the downsampling stack (conv stride 2 with P/2 planes, 2 residual blocks,
   conv stride 2 with P planes, 3 residual blocks, average pool stride 2, 3 residual
   blocks, average pool stride 2: 96x96 -> 6x6) -> `blocks` residual blocks -> "state"
-  [6, 6, P], min-max scaled to [0, 1] per sample.
+  [6, 6, P], min-max scaled to [0, 1] per sample. With `network.downsample: false`
+  (MinAtar's 10x10 frames) the stack is one 3x3 convolution to P planes instead, and
+  the hidden state keeps the frame's size: [10, 10, P].
 * dynamics: [state, one-hot action tiled into A planes of 6x6] -> conv (P planes) ->
   `blocks` residual blocks -> "state" [6, 6, P] (min-max scaled) and a "reward" head.
 * prediction: state -> "value" and "policy" heads, AlphaZero's: a 1x1 convolution (1
@@ -44,8 +46,9 @@ class _Builder:
         self.dtype = dtype
 
     def conv(self, x, planes: int, name: str, kernel: int = 3, strides: int = 1):
-        return keras.layers.Conv2D(planes, kernel, strides=strides, padding="same", use_bias=False, name=name,
-                                   dtype=self.dtype)(x)
+        return keras.layers.Conv2D(
+            planes, kernel, strides=strides, padding="same", use_bias=False, name=name, dtype=self.dtype
+        )(x)
 
     def conv_bn_relu(self, x, planes: int, name: str, kernel: int = 3, strides: int = 1):
         x = self.conv(x, planes, f"{name}_conv", kernel, strides)
@@ -73,6 +76,17 @@ class _Builder:
         return keras.layers.Dense(outputs, name=name, dtype="float32")(x)
 
 
+def downsample(build: _Builder, image, planes: int):
+    """The paper's downsampling stack: [B, 96, 96, C] -> [B, 6, 6, planes] (any H, W: / 16)."""
+    x = build.conv_bn_relu(image, planes // 2, "down_1", strides=2)
+    x = build.tower(x, planes // 2, 2, "down_res_1")
+    x = build.conv_bn_relu(x, planes, "down_2", strides=2)
+    x = build.tower(x, planes, 3, "down_res_2")
+    x = keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_1", dtype=build.dtype)(x)
+    x = build.tower(x, planes, 3, "down_res_3")
+    return keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_2", dtype=build.dtype)(x)
+
+
 class ResNetwork(KerasNetwork):
     """The three functions as Keras models, with the pseudocode's inference interface.
 
@@ -85,8 +99,15 @@ class ResNetwork(KerasNetwork):
       mixed_precision: `train.mixed_precision`: bfloat16 compute, float32 weights and logits.
     """
 
-    def __init__(self, net: NetworkConfig, action_space_size: int, observation_shape: tuple[int, ...],
-                 observation_dtype=np.uint8, stacked_frames: int = 1, mixed_precision: bool = False):
+    def __init__(
+        self,
+        net: NetworkConfig,
+        action_space_size: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype=np.uint8,
+        stacked_frames: int = 1,
+        mixed_precision: bool = False,
+    ):
         self.action_space_size = a = action_space_size
         self.support_size = net.support_size
         self.stacked_frames = stacked_frames
@@ -97,13 +118,7 @@ class ResNetwork(KerasNetwork):
         build = _Builder("mixed_bfloat16" if mixed_precision else "float32")
 
         image = keras.Input(self.image_shape, name="image")
-        x = build.conv_bn_relu(image, planes // 2, "down_1", strides=2)
-        x = build.tower(x, planes // 2, 2, "down_res_1")
-        x = build.conv_bn_relu(x, planes, "down_2", strides=2)
-        x = build.tower(x, planes, 3, "down_res_2")
-        x = keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_1", dtype=build.dtype)(x)
-        x = build.tower(x, planes, 3, "down_res_3")
-        x = keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_2", dtype=build.dtype)(x)
+        x = downsample(build, image, planes) if net.downsample else build.conv_bn_relu(image, planes, "stem")
         x = build.tower(x, planes, net.blocks, "res")
         self.representation = keras.Model(image, {"state": x}, name="representation")
         self.hidden_shape = tuple(int(d) for d in x.shape[1:])
@@ -130,8 +145,9 @@ class ResNetwork(KerasNetwork):
         return frames if actions is None else tf.concat([frames, actions / float(self.action_space_size)], axis=-1)
 
     def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
-        state = scale_hidden_state_planes(self.representation(self.scale_image(observation),
-                                                              training=training)["state"])
+        state = scale_hidden_state_planes(
+            self.representation(self.scale_image(observation), training=training)["state"]
+        )
         # The initial step has no incoming transition: its reward is 0 and carries no gradient.
         return self._predict(state, tf.zeros(tf.shape(state)[:1]), None, training)
 

@@ -27,8 +27,13 @@ if TYPE_CHECKING:
 __all__ = ["BatchedSearcher", "SearchResult", "Searcher", "make_searcher", "run_batched_mcts"]
 
 
-def make_searcher(config: MuZeroConfig, batch_size: int, observation_shape: tuple[int, ...],
-                  observation_dtype: type = np.float32, num_players: int = 1) -> Searcher:
+def make_searcher(
+    config: MuZeroConfig,
+    batch_size: int,
+    observation_shape: tuple[int, ...],
+    observation_dtype: type = np.float32,
+    num_players: int = 1,
+) -> Searcher:
     """The searcher `selfplay.search` names, for `batch_size` games at once: "numpy"
     (`run_batched_mcts`) or "compiled" (one TensorFlow graph on a Keras copy of the network).
 

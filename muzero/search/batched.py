@@ -64,15 +64,24 @@ class BatchedMinMaxStats:
 
     def normalize(self, value: np.ndarray) -> np.ndarray:
         """value [B, ...]: (value - min) / (max - min) where max > min, else unchanged."""
-        high, low = self.maximum.reshape((-1,) + (1,) * (value.ndim - 1)), \
-            self.minimum.reshape((-1,) + (1,) * (value.ndim - 1))
+        high, low = (
+            self.maximum.reshape((-1,) + (1,) * (value.ndim - 1)),
+            self.minimum.reshape((-1,) + (1,) * (value.ndim - 1)),
+        )
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(high > low, (value - low) / (high - low), value)
 
 
-def run_batched_mcts(search: SearchConfig, discount: float, root_output: NetworkOutput, network: Network,
-                     legal: np.ndarray, root_to_play: np.ndarray | None = None, noise: np.ndarray | None = None,
-                     num_players: int = 1) -> SearchResult:
+def run_batched_mcts(
+    search: SearchConfig,
+    discount: float,
+    root_output: NetworkOutput,
+    network: Network,
+    legal: np.ndarray,
+    root_to_play: np.ndarray | None = None,
+    noise: np.ndarray | None = None,
+    num_players: int = 1,
+) -> SearchResult:
     """Searches B roots at once; the batched twin of expand_node + add_exploration_noise + run_mcts.
 
     Args:
@@ -109,8 +118,9 @@ def run_batched_mcts(search: SearchConfig, discount: float, root_output: Network
 
     # pUCT's log and sqrt terms by parent visit count, computed with Python's math as
     # the reference does, so both searches see identical floats.
-    log_term = np.array([math.log((n + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init
-                         for n in range(num_simulations + 1)])
+    log_term = np.array(
+        [math.log((n + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for n in range(num_simulations + 1)]
+    )
     sqrt_term = np.array([math.sqrt(n) for n in range(num_simulations + 1)])
     all_actions = np.ones(num_actions, bool)
 
@@ -148,16 +158,25 @@ def run_batched_mcts(search: SearchConfig, discount: float, root_output: Network
         tree.children_prior[rows, leaf] = policy_priors(output.policy_logits, np.broadcast_to(all_actions, legal.shape))
         tree.edge_exists[rows, leaf] = True
 
-        _backpropagate(search, discount, tree, stats, rows, path_nodes, length, np.asarray(output.value, np.float64),
-                       leaf_to_play)
+        _backpropagate(
+            search, discount, tree, stats, rows, path_nodes, length, np.asarray(output.value, np.float64), leaf_to_play
+        )
 
     root_children = tree.children_index[:, 0]  # [B, A]
     visits = np.where(root_children >= 0, tree.visit_count[rows[:, None], np.maximum(root_children, 0)], 0)
     return SearchResult(visit_counts=visits, root_value=tree.node_value(rows, np.zeros(batch, np.int64)))
 
 
-def _select_child(search: SearchConfig, discount: float, tree: BatchedTree, stats: BatchedMinMaxStats, rows: np.ndarray,
-                  node: np.ndarray, log_term: np.ndarray, sqrt_term: np.ndarray) -> np.ndarray:
+def _select_child(
+    search: SearchConfig,
+    discount: float,
+    tree: BatchedTree,
+    stats: BatchedMinMaxStats,
+    rows: np.ndarray,
+    node: np.ndarray,
+    log_term: np.ndarray,
+    sqrt_term: np.ndarray,
+) -> np.ndarray:
     """`select_child` for B trees: the action with the highest `ucb_score`, ties to the larger action."""
     parent_visits = tree.visit_count[rows, node]
     children = tree.children_index[rows, node]  # [B, A], -1 where not yet allocated
@@ -168,8 +187,9 @@ def _select_child(search: SearchConfig, discount: float, tree: BatchedTree, stat
         child_value = np.where(child_visits > 0, tree.value_sum[rows[:, None], safe] / child_visits, 0.0)
     child_reward = tree.reward[rows[:, None], safe]
     if search.two_player_rule == "negamax":  # `value_for_parent`: the other player's value, negated
-        child_value = np.where(tree.to_play[rows[:, None], safe] != tree.to_play[rows, node][:, None],
-                               -child_value, child_value)
+        child_value = np.where(
+            tree.to_play[rows[:, None], safe] != tree.to_play[rows, node][:, None], -child_value, child_value
+        )
 
     pb_c = log_term[parent_visits][:, None] * (sqrt_term[parent_visits][:, None] / (child_visits + 1))
     prior_score = pb_c * tree.children_prior[rows, node]
@@ -183,8 +203,17 @@ def _select_child(search: SearchConfig, discount: float, tree: BatchedTree, stat
     return num_actions - 1 - np.argmax(score[:, ::-1], axis=1)
 
 
-def _backpropagate(search: SearchConfig, discount: float, tree: BatchedTree, stats: BatchedMinMaxStats, rows: np.ndarray,
-                   path_nodes: np.ndarray, length: np.ndarray, value: np.ndarray, to_play: np.ndarray) -> None:
+def _backpropagate(
+    search: SearchConfig,
+    discount: float,
+    tree: BatchedTree,
+    stats: BatchedMinMaxStats,
+    rows: np.ndarray,
+    path_nodes: np.ndarray,
+    length: np.ndarray,
+    value: np.ndarray,
+    to_play: np.ndarray,
+) -> None:
     """`backpropagate` for B trees, leaf to root along paths of different lengths."""
     for depth in range(path_nodes.shape[1] - 1, -1, -1):
         on_path = depth < length
@@ -222,7 +251,14 @@ class BatchedSearcher:
     def bind(self, network: Network) -> Network:
         return network
 
-    def __call__(self, root_output: NetworkOutput, network: Network, legal: np.ndarray, to_play: np.ndarray,
-                 noise: np.ndarray | None) -> SearchResult:
-        return run_batched_mcts(self.search, self.discount, root_output, network, legal, to_play, noise,
-                                self.num_players)
+    def __call__(
+        self,
+        root_output: NetworkOutput,
+        network: Network,
+        legal: np.ndarray,
+        to_play: np.ndarray,
+        noise: np.ndarray | None,
+    ) -> SearchResult:
+        return run_batched_mcts(
+            self.search, self.discount, root_output, network, legal, to_play, noise, self.num_players
+        )

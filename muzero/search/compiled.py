@@ -51,8 +51,16 @@ class CompiledSearch:
       num_players: 1, or 2 when players alternate.
     """
 
-    def __init__(self, search: SearchConfig, discount: float, num_actions: int, recurrent: RecurrentFn,
-                 hidden_shape: tuple[int, ...], jit_compile: bool = True, num_players: int = 1):
+    def __init__(
+        self,
+        search: SearchConfig,
+        discount: float,
+        num_actions: int,
+        recurrent: RecurrentFn,
+        hidden_shape: tuple[int, ...],
+        jit_compile: bool = True,
+        num_players: int = 1,
+    ):
         self.search = search
         self.discount = discount
         self.recurrent = recurrent
@@ -61,29 +69,41 @@ class CompiledSearch:
         self.hidden_shape = tuple(hidden_shape)
         n = search.num_simulations
         # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference.
-        self.log_term = tf.constant([math.log((v + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init
-                                     for v in range(n + 1)], tf.float64)
+        self.log_term = tf.constant(
+            [math.log((v + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for v in range(n + 1)],
+            tf.float64,
+        )
         self.sqrt_term = tf.constant([math.sqrt(v) for v in range(n + 1)], tf.float64)
         a = self.num_actions
-        self._search = tf.function(self._run, jit_compile=jit_compile, input_signature=[
-            tf.TensorSpec([None, *self.hidden_shape], tf.float32),  # root hidden state
-            tf.TensorSpec([None, a], tf.float32),                   # root policy logits
-            tf.TensorSpec([None], tf.float32),                      # root reward
-            tf.TensorSpec([None, a], tf.bool),                      # legal actions
-            tf.TensorSpec([None, a], tf.float64),                   # Dirichlet noise (zeros: none)
-            tf.TensorSpec([], tf.float64),                          # exploration fraction (0: none)
-            tf.TensorSpec([None], tf.int32),                        # root to_play
-        ])
+        self._search = tf.function(
+            self._run,
+            jit_compile=jit_compile,
+            input_signature=[
+                tf.TensorSpec([None, *self.hidden_shape], tf.float32),  # root hidden state
+                tf.TensorSpec([None, a], tf.float32),  # root policy logits
+                tf.TensorSpec([None], tf.float32),  # root reward
+                tf.TensorSpec([None, a], tf.bool),  # legal actions
+                tf.TensorSpec([None, a], tf.float64),  # Dirichlet noise (zeros: none)
+                tf.TensorSpec([], tf.float64),  # exploration fraction (0: none)
+                tf.TensorSpec([None], tf.int32),  # root to_play
+            ],
+        )
 
-    def __call__(self, root_hidden, root_logits, root_reward, legal, root_to_play=None,
-                 noise=None) -> SearchResult:
+    def __call__(self, root_hidden, root_logits, root_reward, legal, root_to_play=None, noise=None) -> SearchResult:
         legal = np.asarray(legal, bool)
         batch = len(legal)
         fraction = self.search.root_exploration_fraction if noise is not None else 0.0
         noise = np.zeros(legal.shape) if noise is None else np.asarray(noise, np.float64)
         to_play = np.zeros(batch, np.int32) if root_to_play is None else np.asarray(root_to_play, np.int32)
-        visits, value = self._search(np.asarray(root_hidden, np.float32), np.asarray(root_logits, np.float32),
-                                     np.asarray(root_reward, np.float32), legal, noise, np.float64(fraction), to_play)
+        visits, value = self._search(
+            np.asarray(root_hidden, np.float32),
+            np.asarray(root_logits, np.float32),
+            np.asarray(root_reward, np.float32),
+            legal,
+            noise,
+            np.float64(fraction),
+            to_play,
+        )
         return SearchResult(visit_counts=visits.numpy().astype(np.int64), root_value=value.numpy())
 
     def _run(self, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play):
@@ -106,17 +126,22 @@ class CompiledSearch:
         root_mask = tf.one_hot(tf.zeros([batch], tf.int32), num_nodes_max) > 0
         visit_count = tf.zeros([batch, num_nodes_max], tf.int32)
         value_sum = zeros_bm
-        reward = tf.tensor_scatter_nd_update(zeros_bm, at(tf.zeros([batch], tf.int32)), tf.cast(root_reward, tf.float64))
-        to_play = tf.tensor_scatter_nd_update(tf.zeros([batch, num_nodes_max], tf.int32),
-                                              at(tf.zeros([batch], tf.int32)), root_to_play)
+        reward = tf.tensor_scatter_nd_update(
+            zeros_bm, at(tf.zeros([batch], tf.int32)), tf.cast(root_reward, tf.float64)
+        )
+        to_play = tf.tensor_scatter_nd_update(
+            tf.zeros([batch, num_nodes_max], tf.int32), at(tf.zeros([batch], tf.int32)), root_to_play
+        )
         expanded = root_mask
         hidden = tf.zeros(tf.concat([[batch, num_nodes_max], self.hidden_shape], 0), tf.float32)
         hidden = tf.tensor_scatter_nd_update(hidden, at(tf.zeros([batch], tf.int32)), root_hidden)
         children_index = tf.fill([batch, num_nodes_max, a], -1)
-        children_prior = tf.tensor_scatter_nd_update(tf.zeros([batch, num_nodes_max, a], tf.float64),
-                                                     at(tf.zeros([batch], tf.int32)), prior)
-        edge_exists = tf.tensor_scatter_nd_update(tf.zeros([batch, num_nodes_max, a], tf.bool),
-                                                  at(tf.zeros([batch], tf.int32)), legal)
+        children_prior = tf.tensor_scatter_nd_update(
+            tf.zeros([batch, num_nodes_max, a], tf.float64), at(tf.zeros([batch], tf.int32)), prior
+        )
+        edge_exists = tf.tensor_scatter_nd_update(
+            tf.zeros([batch, num_nodes_max, a], tf.bool), at(tf.zeros([batch], tf.int32)), legal
+        )
         num_nodes = tf.ones([batch], tf.int32)
         bounds = search.known_bounds
         maximum = tf.fill([batch], tf.constant(bounds.max if bounds else -np.inf, tf.float64))
@@ -129,8 +154,21 @@ class CompiledSearch:
         def node_value(visits, sums):
             return tf.where(visits > 0, sums / tf.cast(tf.maximum(visits, 1), tf.float64), 0.0)
 
-        def simulation(i, visit_count, value_sum, reward, to_play, expanded, hidden, children_index, children_prior,
-                       edge_exists, num_nodes, maximum, minimum):
+        def simulation(
+            i,
+            visit_count,
+            value_sum,
+            reward,
+            to_play,
+            expanded,
+            hidden,
+            children_index,
+            children_prior,
+            edge_exists,
+            num_nodes,
+            maximum,
+            minimum,
+        ):
             # Selection: descend every tree until an unexpanded node.
             def select_step(node, active, depth, path_nodes, path_actions, length, children_index, num_nodes):
                 parent_visits = tf.gather_nd(visit_count, at(node))
@@ -144,15 +182,15 @@ class CompiledSearch:
                     other = tf.gather(to_play, safe, batch_dims=1) != tf.gather_nd(to_play, at(node))[:, None]
                     child_value = tf.where(other, -child_value, child_value)
                 pb_c = tf.gather(self.log_term, parent_visits)[:, None] * (
-                    tf.gather(self.sqrt_term, parent_visits)[:, None] / tf.cast(child_visits + 1, tf.float64))
+                    tf.gather(self.sqrt_term, parent_visits)[:, None] / tf.cast(child_visits + 1, tf.float64)
+                )
                 prior_score = pb_c * tf.gather(children_prior, node, batch_dims=1)
                 if search.ucb_value == "normalized_q":
                     value = normalize(child_reward + discount * child_value, maximum, minimum)
                 else:
                     value = child_reward + discount * normalize(child_value, maximum, minimum)
                 score = prior_score + tf.where(child_visits > 0, value, 0.0)
-                score = tf.where(tf.gather(edge_exists, node, batch_dims=1), score,
-                                 tf.constant(-np.inf, tf.float64))
+                score = tf.where(tf.gather(edge_exists, node, batch_dims=1), score, tf.constant(-np.inf, tf.float64))
                 action = a - 1 - tf.argmax(tf.reverse(score, [1]), axis=1, output_type=tf.int32)
                 edge = tf.stack([rows, node, action], axis=1)
                 child = tf.gather_nd(children_index, edge)
@@ -169,16 +207,27 @@ class CompiledSearch:
 
             start = tf.zeros([batch], tf.int32)
             _, _, _, path_nodes, path_actions, length, children_index, num_nodes = tf.while_loop(
-                lambda node, active, *_: tf.reduce_any(active), select_step,
-                (start, tf.gather_nd(expanded, at(start)), tf.constant(0), tf.zeros([batch, max_depth + 1], tf.int32),
-                 tf.zeros([batch, max_depth], tf.int32), tf.ones([batch], tf.int32), children_index, num_nodes))
+                lambda node, active, *_: tf.reduce_any(active),
+                select_step,
+                (
+                    start,
+                    tf.gather_nd(expanded, at(start)),
+                    tf.constant(0),
+                    tf.zeros([batch, max_depth + 1], tf.int32),
+                    tf.zeros([batch, max_depth], tf.int32),
+                    tf.ones([batch], tf.int32),
+                    children_index,
+                    num_nodes,
+                ),
+            )
             leaf = tf.gather(path_nodes, length - 1, batch_dims=1)
             parent = tf.gather(path_nodes, length - 2, batch_dims=1)
             last_action = tf.gather(path_actions, length - 2, batch_dims=1)
 
             # One network call for all B leaves, then expand them.
-            leaf_value, leaf_reward, leaf_logits, leaf_hidden = self.recurrent(tf.gather_nd(hidden, at(parent)),
-                                                                               last_action)
+            leaf_value, leaf_reward, leaf_logits, leaf_hidden = self.recurrent(
+                tf.gather_nd(hidden, at(parent)), last_action
+            )
             if self.num_players > 1:
                 leaf_to_play = (root_to_play + length - 1) % self.num_players
             else:
@@ -187,8 +236,9 @@ class CompiledSearch:
             to_play = tf.tensor_scatter_nd_update(to_play, at(leaf), leaf_to_play)
             hidden = tf.tensor_scatter_nd_update(hidden, at(leaf), leaf_hidden)
             reward = tf.tensor_scatter_nd_update(reward, at(leaf), tf.cast(leaf_reward, tf.float64))
-            children_prior = tf.tensor_scatter_nd_update(children_prior, at(leaf),
-                                                         _policy_priors(leaf_logits, tf.ones([batch, a], tf.bool)))
+            children_prior = tf.tensor_scatter_nd_update(
+                children_prior, at(leaf), _policy_priors(leaf_logits, tf.ones([batch, a], tf.bool))
+            )
             edge_exists = tf.tensor_scatter_nd_update(edge_exists, at(leaf), tf.ones([batch, a], tf.bool))
 
             # Backpropagation, leaf to root along paths of different lengths.
@@ -214,16 +264,45 @@ class CompiledSearch:
                 return depth - 1, value, visit_count, value_sum, maximum, minimum
 
             _, _, visit_count, value_sum, maximum, minimum = tf.while_loop(
-                lambda depth, *_: depth >= 0, backup_step,
-                (tf.reduce_max(length) - 1, tf.cast(leaf_value, tf.float64), visit_count, value_sum, maximum,
-                 minimum))
-            return (i + 1, visit_count, value_sum, reward, to_play, expanded, hidden, children_index, children_prior,
-                    edge_exists, num_nodes, maximum, minimum)
+                lambda depth, *_: depth >= 0,
+                backup_step,
+                (tf.reduce_max(length) - 1, tf.cast(leaf_value, tf.float64), visit_count, value_sum, maximum, minimum),
+            )
+            return (
+                i + 1,
+                visit_count,
+                value_sum,
+                reward,
+                to_play,
+                expanded,
+                hidden,
+                children_index,
+                children_prior,
+                edge_exists,
+                num_nodes,
+                maximum,
+                minimum,
+            )
 
         state = tf.while_loop(
-            lambda i, *_: i < search.num_simulations, simulation,
-            (tf.constant(0), visit_count, value_sum, reward, to_play, expanded, hidden, children_index,
-             children_prior, edge_exists, num_nodes, maximum, minimum))
+            lambda i, *_: i < search.num_simulations,
+            simulation,
+            (
+                tf.constant(0),
+                visit_count,
+                value_sum,
+                reward,
+                to_play,
+                expanded,
+                hidden,
+                children_index,
+                children_prior,
+                edge_exists,
+                num_nodes,
+                maximum,
+                minimum,
+            ),
+        )
         visit_count, value_sum, children_index = state[1], state[2], state[7]
         root_children = children_index[:, 0]
         visits = tf.where(root_children >= 0, tf.gather(visit_count, tf.maximum(root_children, 0), batch_dims=1), 0)
@@ -249,8 +328,14 @@ class CompiledSearcher:
       num_players: 1, or 2 when players alternate.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], batch_size: int,
-                 observation_dtype: type = np.float32, num_players: int = 1):
+    def __init__(
+        self,
+        config: MuZeroConfig,
+        observation_shape: tuple[int, ...],
+        batch_size: int,
+        observation_dtype: type = np.float32,
+        num_players: int = 1,
+    ):
         if config.train.mixed_precision and not tf.config.list_physical_devices("GPU"):
             # bfloat16 is emulated, slowly, on CPUs: search in float32 (the weights are float32 either way).
             config = config.replace(train=dataclasses.replace(config.train, mixed_precision=False))
@@ -260,16 +345,24 @@ class CompiledSearcher:
         self.batch_size = batch_size
         self._source: Network | None = None
         self._bound: _KerasInference | None = None
-        self._initial = tf.function(lambda x: tuple(self.keras_network.initial_inference(x)[:4]),
-                                    input_signature=[self.keras_network.observation_spec])
+        self._initial = tf.function(
+            lambda x: tuple(self.keras_network.initial_inference(x)[:4]),
+            input_signature=[self.keras_network.observation_spec],
+        )
 
         def recurrent(hidden_state, action):
             out = self.keras_network.recurrent_inference(hidden_state, action)
             return out.value, out.reward, out.policy_logits, out.hidden_state
 
-        self.search = CompiledSearch(config.search, config.discount, config.action_space_size, recurrent,
-                                     self.keras_network.hidden_shape, jit_compile=config.selfplay.jit_compile,
-                                     num_players=num_players)
+        self.search = CompiledSearch(
+            config.search,
+            config.discount,
+            config.action_space_size,
+            recurrent,
+            self.keras_network.hidden_shape,
+            jit_compile=config.selfplay.jit_compile,
+            num_players=num_players,
+        )
 
     def bind(self, network: Network) -> Network:
         """Loads `network`'s weights into the Keras copy; returns the network to run the root
@@ -283,12 +376,26 @@ class CompiledSearcher:
             self._bound = _KerasInference(self._initial, network.training_steps())
         return self._bound if isinstance(network, PublishedWeights) else network
 
-    def __call__(self, root_output: NetworkOutput, network: Network, legal: np.ndarray, to_play: np.ndarray,
-                 noise: np.ndarray | None) -> SearchResult:
+    def __call__(
+        self,
+        root_output: NetworkOutput,
+        network: Network,
+        legal: np.ndarray,
+        to_play: np.ndarray,
+        noise: np.ndarray | None,
+    ) -> SearchResult:
         if not isinstance(network, _KerasInference):
             if not hasattr(network, "weights"):
-                return run_batched_mcts(self.config.search, self.config.discount, root_output, network, legal,
-                                        to_play, noise, self.num_players)
+                return run_batched_mcts(
+                    self.config.search,
+                    self.config.discount,
+                    root_output,
+                    network,
+                    legal,
+                    to_play,
+                    noise,
+                    self.num_players,
+                )
             self.bind(network)
         rows = len(legal)
         pad = max(self.batch_size - rows, 0)
@@ -297,9 +404,14 @@ class CompiledSearcher:
             x = np.asarray(x)
             return np.concatenate([x, np.repeat(x[:1], pad, axis=0)]) if pad else x
 
-        result = self.search(padded(root_output.hidden_state), padded(root_output.policy_logits),
-                             padded(root_output.reward), padded(legal), padded(to_play),
-                             None if noise is None else padded(noise))
+        result = self.search(
+            padded(root_output.hidden_state),
+            padded(root_output.policy_logits),
+            padded(root_output.reward),
+            padded(legal),
+            padded(to_play),
+            None if noise is None else padded(noise),
+        )
         return SearchResult(result.visit_counts[:rows], result.root_value[:rows])
 
 

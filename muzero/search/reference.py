@@ -99,8 +99,13 @@ class ActionHistory:
 # To decide on an action, we run N simulations, always starting at the root of
 # the search tree and traversing the tree according to the UCB formula until we
 # reach a leaf node.
-def run_mcts(config: MuZeroConfig, root: Node, action_history: ActionHistory, network: Network,
-             min_max_stats: MinMaxStats | None = None) -> MinMaxStats:
+def run_mcts(
+    config: MuZeroConfig,
+    root: Node,
+    action_history: ActionHistory,
+    network: Network,
+    min_max_stats: MinMaxStats | None = None,
+) -> MinMaxStats:
     """Runs `config.search.num_simulations` simulations from an expanded `root`.
 
     Returns:
@@ -122,12 +127,20 @@ def run_mcts(config: MuZeroConfig, root: Node, action_history: ActionHistory, ne
         # Inside the search tree we use the dynamics function to obtain the next
         # hidden state given an action and the previous hidden state.
         parent = search_path[-2]
-        network_output = network.recurrent_inference(
-            parent.hidden_state[None], np.array([history.last_action()])).item(0)
+        network_output = network.recurrent_inference(parent.hidden_state[None], np.array([history.last_action()])).item(
+            0
+        )
         expand_node(node, history.to_play(), history.action_space(), network_output)
 
-        backpropagate(search_path, network_output.value, history.to_play(), config.discount, min_max_stats,
-                      config.search.ucb_value, config.search.two_player_rule)
+        backpropagate(
+            search_path,
+            network_output.value,
+            history.to_play(),
+            config.discount,
+            min_max_stats,
+            config.search.ucb_value,
+            config.search.two_player_rule,
+        )
     return min_max_stats
 
 
@@ -136,7 +149,8 @@ def run_mcts(config: MuZeroConfig, root: Node, action_history: ActionHistory, ne
 def select_child(config: MuZeroConfig, node: Node, min_max_stats: MinMaxStats) -> tuple[int, Node]:
     _, action, child = max(
         ((ucb_score(config, node, child, min_max_stats), action, child) for action, child in node.children.items()),
-        key=lambda item: (item[0], item[1]))
+        key=lambda item: (item[0], item[1]),
+    )
     return action, child
 
 
@@ -203,8 +217,15 @@ def policy_priors(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
 # `value` is from the point of view of `to_play`, the leaf's player. With two players
 # (two_player_rule: negamax), a node's reward is its mover's (the player to move at its
 # parent), so it enters `value` negated when the mover is the other player.
-def backpropagate(search_path: list[Node], value: float, to_play: int, discount: float,
-                  min_max_stats: MinMaxStats, ucb_value: str = "pseudocode", two_player_rule: str = "pseudocode") -> None:
+def backpropagate(
+    search_path: list[Node],
+    value: float,
+    to_play: int,
+    discount: float,
+    min_max_stats: MinMaxStats,
+    ucb_value: str = "pseudocode",
+    two_player_rule: str = "pseudocode",
+) -> None:
     negamax = two_player_rule == "negamax"
     for depth in range(len(search_path) - 1, -1, -1):
         node = search_path[depth]
@@ -235,8 +256,14 @@ def add_exploration_noise(config: MuZeroConfig, node: Node, rng: np.random.Gener
 
 # Pick the move to play from the root's visit counts: sample with probability
 # proportional to N^(1/T); T = 0 is the argmax (ties to the larger action).
-def select_action(config: MuZeroConfig, num_moves: int, node: Node, training_steps: int,
-                  rng: np.random.Generator, temperature: float | None = None) -> int:
+def select_action(
+    config: MuZeroConfig,
+    num_moves: int,
+    node: Node,
+    training_steps: int,
+    rng: np.random.Generator,
+    temperature: float | None = None,
+) -> int:
     if temperature is None:
         temperature = config.visit_softmax_temperature_fn(num_moves, training_steps)
     visit_counts = [(child.visit_count, action) for action, child in node.children.items()]

@@ -41,8 +41,14 @@ class Searcher(Protocol):
         """The network to run the roots' `initial_inference` with, for a published `network`:
         the network itself, or the searcher's own copy of its weights."""
 
-    def __call__(self, root_output: NetworkOutput, network: Network, legal: np.ndarray, to_play: np.ndarray,
-                 noise: np.ndarray | None) -> SearchResult:
+    def __call__(
+        self,
+        root_output: NetworkOutput,
+        network: Network,
+        legal: np.ndarray,
+        to_play: np.ndarray,
+        noise: np.ndarray | None,
+    ) -> SearchResult:
         """Searches B roots.
 
         Args:

@@ -1,0 +1,229 @@
+"""MuZero Reanalyze (paper appendix): fresher targets for the positions already in replay.
+
+Three parts, as in the paper:
+
+* `reanalyse_positions`: the search is run again, with the newest network, on positions
+  stored in replay; their root visit distributions and root values are written back
+  (`ReplayBuffer.store_reanalysis`). No exploration noise: the statistics are a target,
+  not a move to play.
+* Policy targets: the first `reanalyse.fraction` of each sampled batch takes them from the
+  reanalysed statistics (`ReplayBuffer.sample_batch`).
+* Value targets bootstrap, `reanalyse.td_steps` steps ahead, from a target network θ⁻,
+  a copy of the weights refreshed every `reanalyse.target_network_interval` training
+  steps (`TargetNetwork`).
+
+Which positions: those whose statistics are the oldest (by the training step of the
+search that produced them: self-play's when never reanalysed), the oldest game first,
+so the whole window is swept again and again. `LocalReanalyse` does it in this process,
+`reanalyse.positions_per_step` positions per training step, in batches of
+`reanalyse.batch_size`; `muzero.reanalyse_actors.RayReanalyse` on Ray actors.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from muzero.config import MuZeroConfig
+from muzero.networks.base import Network, PublishedWeights, UniformNetwork
+from muzero.replay import ReplayBuffer
+from muzero.search.types import Searcher, SearchResult
+from muzero.selfplay import root_noise
+
+# Seeds Reanalyse's noise: (run seed, this), apart from every other stream of the run.
+REANALYSE_STREAM = 7
+
+
+class Positions(NamedTuple):
+    """Stored positions handed to a reanalyse search.
+
+    Attributes:
+      rows: [N] their rows in the replay buffer's flat copy (`FlatGames`).
+      layout: the flat copy's layout they belong to (rows move when it is rebuilt).
+      observation: [N, *image_shape] `make_image` of each position.
+      legal: [N, A] bool, the legal actions there.
+      to_play: [N] int, the player to move there.
+    """
+
+    rows: np.ndarray
+    layout: int
+    observation: np.ndarray
+    legal: np.ndarray
+    to_play: np.ndarray
+
+
+def reanalyse_enabled(config: MuZeroConfig) -> bool:
+    """Reanalyse is on when a fraction of the policy targets comes from it."""
+    return config.reanalyse.fraction > 0
+
+
+def select_positions(
+    replay_buffer: ReplayBuffer, count: int, exclude: list[tuple[int, np.ndarray]] = ()
+) -> Positions | None:
+    """The `count` positions in the window whose search statistics are the oldest (ties: the
+    oldest game first, then the earlier move); None when there are none.
+
+    Args:
+      exclude: (layout, rows) of positions out for reanalysis already (Ray calls in flight).
+    """
+    if len(replay_buffer) == 0:
+        return None
+    flat = replay_buffer._flat_games()
+    game_index, positions, rows = flat.window()
+    searched = np.where(flat.reanalysed_step[rows] >= 0, flat.reanalysed_step[rows], flat.saved_step[game_index])
+    busy = [taken for layout, taken in exclude if layout == flat.layout]
+    if busy:
+        keep = ~np.isin(rows, np.concatenate(busy))
+        game_index, positions, rows, searched = game_index[keep], positions[keep], rows[keep], searched[keep]
+        if not len(rows):
+            return None
+    chosen = np.argsort(searched, kind="stable")[:count]
+    game_index, positions, rows = game_index[chosen], positions[chosen], rows[chosen]
+    legal = np.ones((len(rows), flat.action_space_size), bool)
+    for i, (g, position) in enumerate(zip(game_index.tolist(), positions.tolist())):
+        game = flat.game(g)
+        if game.legal is not None:
+            legal[i] = False
+            legal[i, game.legal[position]] = True
+    to_play = flat.players[rows] if flat.final_player is not None else np.zeros(len(rows), np.int64)
+    return Positions(rows, flat.layout, flat.images(game_index, positions), legal, to_play)
+
+
+# Why: a position searched long ago by an older network has a policy target that the
+# newest network would no longer pick; searching it again with that network gives a
+# better target for the same stored data (the paper's Reanalyze).
+def reanalyse_positions(
+    searcher: Searcher, network: Network, positions: Positions, noise: np.ndarray | None = None
+) -> SearchResult:
+    """The search (`run_mcts` for each root, batched) on stored positions.
+
+    Args:
+      noise: [N, A] Dirichlet samples mixed into the root priors as in self-play
+        (`reanalyse.root_noise`), or None.
+
+    Returns:
+      visit counts [N, A] and root values [N].
+    """
+    network = searcher.bind(network)
+    root_output = network.initial_inference(positions.observation)
+    return searcher(root_output, network, positions.legal, positions.to_play, noise)
+
+
+def reanalyse_noise(config: MuZeroConfig, positions: Positions, rng: np.random.Generator) -> np.ndarray | None:
+    """Root noise for a reanalyse search when `reanalyse.root_noise` is on, else None."""
+    if not config.reanalyse.root_noise:
+        return None
+    return root_noise(config.search.root_dirichlet_alpha, positions.legal, rng)
+
+
+class TargetNetwork:
+    """θ⁻: the weights value targets bootstrap from, refreshed every `interval` training steps.
+
+    Holds a Keras copy of the learner's network; values come from its numpy mirror (MLP)
+    or a compiled `initial_inference` (resnet).
+
+    Args:
+      config: the run's config.
+      observation_shape, observation_dtype: of the environment's observations.
+    """
+
+    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], observation_dtype: type):
+        import tensorflow as tf
+
+        from muzero.networks import make_network
+
+        self.interval = config.reanalyse.target_network_interval
+        self.keras_network = make_network(config, observation_shape, observation_dtype)
+        self.step = -1
+        self._numpy: Network | None = None
+        self._initial = tf.function(
+            lambda x: self.keras_network.initial_inference(x).value,
+            input_signature=[self.keras_network.observation_spec],
+        )
+
+    def maybe_refresh(self, step: int, network) -> bool:
+        """At the first call and every `interval` training steps, copies the weights of
+        `network` (the learner's Keras network); returns whether it did."""
+        if self.step >= 0 and step % self.interval != 0:
+            return False
+        self._load(network.get_weights(), step)
+        return True
+
+    def values(self, observation: np.ndarray) -> np.ndarray:
+        """θ⁻'s value of each observation: [N, *image_shape] -> [N] float64."""
+        if isinstance(self._numpy, PublishedWeights):
+            return np.asarray(self._initial(observation), np.float64)
+        return np.asarray(self._numpy.initial_inference(observation).value, np.float64)
+
+    def _load(self, weights: dict, step: int) -> None:
+        self.keras_network.set_weights(weights)
+        self.step = step
+        self._numpy = self.keras_network.numpy_network(step)
+
+    def state_dict(self) -> dict:
+        return {"weights": self.keras_network.get_weights(), "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._load(state["weights"], state["step"])
+
+
+class LocalReanalyse:
+    """Reanalyse in this process, between training steps: `positions_per_step` positions per
+    training step (carried over as credit), searched `batch_size` at a time with the newest
+    published network.
+
+    Args:
+      config: the run's config.
+      searcher: a batched searcher for `reanalyse.batch_size` positions
+        (`muzero.search.make_searcher`).
+    """
+
+    def __init__(self, config: MuZeroConfig, searcher: Searcher):
+        self.config = config
+        self.searcher = searcher
+        # Root noise: its own stream, so self-play draws what it would without Reanalyse.
+        self.rng = np.random.default_rng(np.random.SeedSequence([config.run.seed, REANALYSE_STREAM]))
+        self.batch_size = config.reanalyse.batch_size
+        self.credit = 0.0
+        self.positions = 0
+        self.seconds = 0.0
+        self.ages: list[float] = []
+
+    def after_training_step(self, replay_buffer: ReplayBuffer, network: Network, step: int) -> None:
+        """Adds one step's budget; searches a batch whenever a whole one is due."""
+        self.credit += self.config.reanalyse.positions_per_step
+        if isinstance(network, UniformNetwork):
+            return  # nothing published yet: no better targets to find
+        while self.credit >= self.batch_size:
+            self.credit -= self.batch_size
+            started = time.perf_counter()
+            positions = select_positions(replay_buffer, self.batch_size)
+            if positions is None:
+                return
+            noise = reanalyse_noise(self.config, positions, self.rng)
+            result = reanalyse_positions(self.searcher, network, positions, noise)
+            self.ages.append(replay_buffer.store_reanalysis(positions.rows, positions.layout, result, step))
+            self.positions += len(positions.rows)
+            self.seconds += time.perf_counter() - started
+
+    def metrics(self, replay_buffer: ReplayBuffer) -> dict[str, float]:
+        """`reanalyse/...` summaries since the last call."""
+        out = {"reanalyse/fraction_reanalysed": replay_buffer.fraction_reanalysed()}
+        if self.seconds > 0:
+            out["reanalyse/positions_per_sec"] = self.positions / self.seconds
+        if self.ages:
+            out["reanalyse/replaced_age"] = float(np.mean(self.ages))
+        self.positions, self.seconds, self.ages = 0, 0.0, []
+        return out
+
+    def state_dict(self) -> dict:
+        return {"credit": self.credit, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.credit = state["credit"]
+        self.rng.bit_generator.state = state["rng"]
+
+    def close(self) -> None:
+        """Nothing to stop in this process."""

@@ -1,0 +1,180 @@
+"""Reanalyse on Ray actors: the `--backend ray` side of Reanalyse.
+
+The driver keeps replay, so it picks the positions (`reanalyse.select_positions`, those
+with the oldest statistics, minus the ones out in calls) and writes the results back
+(`ReplayBuffer.store_reanalysis`); `reanalyse.num_actors` actors (`ReanalyseWorker`) run
+the batched search on `reanalyse.batch_size` positions per call with the newest
+published network. The pool (`muzero.actor_pool.ActorPool`) restarts dead or hung
+actors and bounds the calls out, as for self-play.
+
+Budget: as in this process (`LocalReanalyse`), `reanalyse.positions_per_step` positions
+per training step, sent a batch at a time. When every call slot is taken the budget is
+not banked beyond one batch: the learner does not wait for the actors, and they get no
+backlog to work through later.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from muzero.actor_pool import ActorPool, fetch_network, limit_actor_resources
+from muzero.config import MuZeroConfig
+from muzero.envs import EnvironmentSpec
+from muzero.networks.base import Network, UniformNetwork
+from muzero.reanalyse import REANALYSE_STREAM, Positions, reanalyse_noise, reanalyse_positions, select_positions
+from muzero.replay import ReplayBuffer
+from muzero.search import SearchResult, make_searcher
+
+
+@dataclass
+class ReanalyseResult:
+    """What one call of `ReanalyseWorker.reanalyse` returns.
+
+    Attributes:
+      actor_index, incarnation, process: which actor answered (see `muzero.actors.PlayResult`).
+      rows, layout: the positions' flat replay rows, as the driver sent them.
+      result: the search's visit counts [N, A] and root values [N].
+      weights_step: training step of the network that searched.
+      seconds: time the search took inside the actor.
+    """
+
+    actor_index: int
+    incarnation: int
+    process: str
+    rows: np.ndarray
+    layout: int
+    result: SearchResult
+    weights_step: int
+    seconds: float
+
+
+class ReanalyseWorker:
+    """One reanalyse actor: a batched searcher for `reanalyse.batch_size` positions.
+
+    Plain Python (Ray wraps it with `ray.remote`), so it also runs in-process.
+    """
+
+    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, actor_index: int, start_step: int):
+        limit_actor_resources(config, max(1, int(config.actors.cpus_per_actor)))
+        self.actor_index = actor_index
+        self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.searcher = make_searcher(
+            config, config.reanalyse.batch_size, spec.observation_shape, spec.observation_dtype, spec.num_players
+        )
+        self.config, self.start_step = config, start_step
+        self.network: Network | None = None
+        self.weights_step = -1
+        self.incarnation = -1
+        self.rng: np.random.Generator | None = None
+
+    def ready(self) -> str:
+        """The process token, once the actor is up."""
+        return self.process
+
+    def reanalyse(self, incarnation: int, weights_step: int, weights: list, positions: Positions) -> ReanalyseResult:
+        """Searches `positions` with the published network (`weights`, as in `SelfPlayWorker.play`)."""
+        if incarnation != self.incarnation:  # root noise from (seed, stream, actor, restarts, start step)
+            self.incarnation = incarnation
+            self.rng = np.random.default_rng(
+                np.random.SeedSequence(
+                    [self.config.run.seed, REANALYSE_STREAM, self.actor_index, incarnation, self.start_step]
+                )
+            )
+        if weights_step != self.weights_step:
+            self.network, self.weights_step = fetch_network(weights), weights_step
+        started = time.perf_counter()
+        noise = reanalyse_noise(self.config, positions, self.rng)
+        result = reanalyse_positions(self.searcher, self.network, positions, noise)
+        return ReanalyseResult(
+            self.actor_index,
+            incarnation,
+            self.process,
+            positions.rows,
+            positions.layout,
+            result,
+            self.weights_step,
+            time.perf_counter() - started,
+        )
+
+
+class RayReanalyse:
+    """Reanalyse on actors, driven between training steps; the `LocalReanalyse` interface.
+
+    Args:
+      config: the run's config.
+      spec: what the game is.
+      address: the Ray cluster (the self-play actors' one).
+    """
+
+    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, address: str | None = None):
+        self.config = config
+        self.batch_size = config.reanalyse.batch_size
+        self.pool = ActorPool(config, spec, address, ReanalyseWorker, config.reanalyse.num_actors, "reanalyse")
+        self.credit = 0.0
+        self.positions = 0
+        self.search_seconds = 0.0
+        self.since = time.perf_counter()
+        self.ages: list[float] = []
+
+    def after_training_step(self, replay_buffer: ReplayBuffer, network: Network, step: int) -> None:
+        """Stores what the actors finished, adds one step's budget and sends whole batches
+        to free call slots."""
+        self.credit += self.config.reanalyse.positions_per_step
+        if isinstance(network, UniformNetwork):
+            return  # nothing published yet: no better targets to find
+        pool = self.pool
+        if not pool.actors:
+            pool.start(step)
+        for answer in pool.collect(block=False):
+            self.ages.append(
+                replay_buffer.store_reanalysis(answer.rows, answer.layout, answer.result, answer.weights_step)
+            )
+            self.positions += len(answer.rows)
+            self.search_seconds += answer.seconds
+        pool.publish(network.training_steps(), network)
+        slots = pool.free_slots()
+        while self.credit >= self.batch_size and slots:
+            positions = select_positions(replay_buffer, self.batch_size, exclude=pool.payloads())
+            if positions is None:
+                break
+            index = slots.pop(0)
+            actor = pool.actors[index]
+            pool.send(
+                index,
+                actor.handle.reanalyse.remote(actor.incarnation, pool.weights_step, [pool.weights_ref], positions),
+                (positions.layout, positions.rows),
+            )
+            self.credit -= self.batch_size
+        if not slots:
+            self.credit = min(self.credit, float(self.batch_size))
+
+    def metrics(self, replay_buffer: ReplayBuffer) -> dict[str, float]:
+        """`reanalyse/...` summaries since the last call; positions/s over wall time."""
+        now = time.perf_counter()
+        out = {
+            "reanalyse/fraction_reanalysed": replay_buffer.fraction_reanalysed(),
+            "reanalyse/positions_per_sec": self.positions / max(now - self.since, 1e-9),
+            "reanalyse/actor_restarts": self.pool.restarts,
+            "reanalyse/actors_live": self.pool.live,
+            "reanalyse/inflight": self.pool.inflight,
+        }
+        ages = [age for age in self.ages if not np.isnan(age)]  # NaN: rows moved, nothing stored
+        if ages:
+            out["reanalyse/replaced_age"] = float(np.mean(ages))
+        self.positions, self.search_seconds, self.since, self.ages = 0, 0.0, now, []
+        return out
+
+    def state_dict(self) -> dict:
+        return {"credit": self.credit}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.credit = state["credit"]
+
+    def close(self) -> None:
+        """Kills the actors (the self-play side leaves the cluster)."""
+        self.pool.close(shutdown=False)

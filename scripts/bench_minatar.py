@@ -1,0 +1,235 @@
+"""MinAtar games from scratch for a wall-time budget: does the image path learn on a CPU?
+
+    python scripts/bench_minatar.py --games breakout space_invaders --minutes 60 [--seeds 0] \
+        [--episodes 100] [--eval-interval 1000] [--out runs/bench_minatar] [--set KEY=VALUE ...]
+
+For each game and seed, runs `muzero train --config configs/minatar/<game>.yaml` with a
+greedy evaluation of `--episodes` episodes every `--eval-interval` training steps, and
+stops it with SIGTERM (the run writes a final checkpoint and exits 0) once it has trained
+for `--minutes`: wall time less the time spent evaluating (100-episode evaluations belong
+to the benchmark, not to training), as eval.csv's `eval_seconds` counts it. A game whose
+run folder already holds an eval.csv is read, not run again.
+
+Writes OUT/curves.csv (every evaluation of every run) and OUT/learning_curves.png: the
+mean greedy return against environment steps and against training minutes, one panel
+per game, with the DQN result of the MinAtar paper after 5M frames drawn in where known.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GAMES = ("breakout", "space_invaders", "asterix", "freeway", "seaquest")
+# DQN after 5M frames in the MinAtar paper's learning curves (Young & Tian 2019, figure 2),
+# read off the curves. Asterix, Freeway and Seaquest: not read here, so no line is drawn.
+DQN_5M = {"breakout": 10.0, "space_invaders": 43.0}
+COLUMNS = [
+    "game",
+    "seed",
+    "training_step",
+    "env_steps",
+    "wall_seconds",
+    "eval_seconds",
+    "training_minutes",
+    "mean_return",
+    "std_return",
+]
+
+
+def train(game: str, seed: int, run_dir: Path, args: argparse.Namespace) -> None:
+    """One run of `muzero train`, stopped with SIGTERM after `args.minutes` of training."""
+    command = [
+        sys.executable,
+        "-m",
+        "muzero.cli",
+        "train",
+        "--config",
+        str(ROOT / "configs" / "minatar" / f"{game}.yaml"),
+        "--logdir",
+        str(run_dir),
+        "--set",
+        f"run.seed={seed}",
+        "--set",
+        f"run.eval_episodes={args.episodes}",
+        "--set",
+        f"run.eval_interval={args.eval_interval}",
+    ]
+    for override in args.set:
+        command += ["--set", override]
+    print(f"{game} seed {seed}: {' '.join(command[2:])}", flush=True)
+    process = subprocess.Popen(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    started = time.time()
+    try:
+        while process.poll() is None:
+            # The budget is training time: evaluations so far (eval.csv) are added to it.
+            if time.time() - started - evaluation_seconds(run_dir) >= args.minutes * 60:
+                process.send_signal(signal.SIGTERM)
+                process.wait()
+                break
+            time.sleep(2)
+    except KeyboardInterrupt:
+        process.send_signal(signal.SIGTERM)
+        process.wait()
+        raise
+    if process.returncode != 0:
+        raise SystemExit(f"{game} seed {seed}: muzero train exited with status {process.returncode}")
+
+
+def evaluation_seconds(run_dir: Path) -> float:
+    rows = read_eval(run_dir)
+    return float(rows[-1]["eval_seconds"]) if rows else 0.0
+
+
+def read_eval(run_dir: Path) -> list[dict]:
+    path = run_dir / "eval.csv"
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def curve(game: str, seed: int, run_dir: Path) -> list[dict]:
+    """The run's evaluations as rows of COLUMNS."""
+    rows = []
+    for row in read_eval(run_dir):
+        wall, evaluating = float(row["wall_seconds"]), float(row["eval_seconds"])
+        rows.append(
+            {
+                "game": game,
+                "seed": seed,
+                "training_step": int(row["training_step"]),
+                "env_steps": int(row["env_steps"]),
+                "wall_seconds": wall,
+                "eval_seconds": evaluating,
+                "training_minutes": round((wall - evaluating) / 60, 2),
+                "mean_return": float(row["mean_return"]),
+                "std_return": float(row["std_return"]),
+            }
+        )
+    return rows
+
+
+def plot(rows: list[dict], games: list[str], path: Path, title: str) -> None:
+    """Mean greedy return against environment steps (left) and training minutes (right), a row per game."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(games), 2, figsize=(11, 3.2 * len(games)), squeeze=False)
+    for (by_steps, by_time), game in zip(axes, games):
+        for seed in sorted({row["seed"] for row in rows if row["game"] == game}):
+            points = [row for row in rows if row["game"] == game and row["seed"] == seed]
+            for axis, key in ((by_steps, "env_steps"), (by_time, "training_minutes")):
+                axis.plot(
+                    [p[key] for p in points],
+                    [p["mean_return"] for p in points],
+                    marker="o",
+                    markersize=3,
+                    label=f"MuZero, seed {seed}",
+                )
+        for axis in (by_steps, by_time):
+            if game in DQN_5M:
+                axis.axhline(
+                    DQN_5M[game],
+                    color="grey",
+                    linestyle="--",
+                    linewidth=1,
+                    label="DQN after 5M frames (Young & Tian 2019)",
+                )
+            axis.grid(alpha=0.3)
+            axis.set_title(game, fontsize=10)
+        by_steps.set_xlabel("environment steps (self-play moves)")
+        by_time.set_xlabel("training minutes (evaluations excluded)")
+        by_steps.set_ylabel("mean greedy return")
+        by_steps.legend(loc="upper left", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--games",
+        nargs="+",
+        default=["breakout", "space_invaders"],
+        metavar="GAME",
+        help=f"any of {', '.join(GAMES)} (default: %(default)s)",
+    )
+    parser.add_argument("--minutes", type=float, default=60.0, help="training minutes per run (default: %(default)s)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--episodes", type=int, default=100, help="greedy episodes per evaluation")
+    parser.add_argument("--eval-interval", type=int, default=1000, help="training steps between evaluations")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench_minatar"))
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override for every run (repeatable)"
+    )
+    args = parser.parse_args()
+    unknown = [game for game in args.games if game not in GAMES]
+    problems = [f"--games: unknown {', '.join(unknown)}; expected any of {', '.join(GAMES)}"] if unknown else []
+    problems += [
+        f"{name}: expected {bound}, got {value:g}"
+        for name, value, bound, ok in (
+            ("--minutes", args.minutes, "> 0", args.minutes > 0),
+            ("--episodes", args.episodes, ">= 1", args.episodes >= 1),
+            ("--eval-interval", args.eval_interval, ">= 1", args.eval_interval >= 1),
+        )
+        if not ok
+    ]
+    if problems:
+        print(f"bench_minatar.py: error: {problems[0]}", file=sys.stderr)
+        return 2
+
+    rows = []
+    for game in args.games:
+        for seed in args.seeds:
+            run_dir = args.out / f"{game}-seed-{seed}"
+            if not read_eval(run_dir):
+                train(game, seed, run_dir, args)
+            rows.extend(curve(game, seed, run_dir))
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "curves.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nmean greedy return over {args.episodes} episodes, last evaluation of each run:")
+    print("| game | seed | return | DQN at 5M frames | env steps | training steps | training min |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for game in args.games:
+        for seed in args.seeds:
+            points = [row for row in rows if row["game"] == game and row["seed"] == seed]
+            if points:
+                last = points[-1]
+                print(
+                    f"| {game} | {seed} | {last['mean_return']:.1f} +- {last['std_return']:.1f} | "
+                    f"{DQN_5M.get(game, '-')} | {last['env_steps']:,} | {last['training_step']:,} | "
+                    f"{last['training_minutes']:.0f} |"
+                )
+    print(f"wrote {args.out / 'curves.csv'}")
+    try:
+        plot(
+            rows,
+            args.games,
+            args.out / "learning_curves.png",
+            f"MinAtar, {args.minutes:g} training minutes per run: greedy return ({args.episodes} episodes per point)",
+        )
+        print(f"wrote {args.out / 'learning_curves.png'}")
+    except ImportError:
+        print("no PNG (is matplotlib installed? pip install -e '.[plot]')")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Tests for muzero/reanalyse.py and Reanalyse's parts of muzero/replay.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from muzero.config import (
+    GameConfig,
+    MuZeroConfig,
+    NetworkConfig,
+    ReanalyseConfig,
+    ReplayConfig,
+    SearchConfig,
+    TrainConfig,
+)
+from muzero.game import Game
+from muzero.networks import make_network
+from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_positions, select_positions
+from muzero.replay import ReplayBuffer
+from muzero.search import BatchedSearcher
+from tests.test_batched_search import RowwiseNetwork, random_network, reference_visits
+
+ACTIONS = 3
+
+
+def _game(length: int, rng: np.random.Generator, first: float = 0.0) -> Game:
+    """A one-player game whose observation i is [first + i, noise...] (4 numbers)."""
+    game = Game(action_space_size=ACTIONS, discount=0.5)
+    game.observations = [
+        np.concatenate([[first + i], 3 * rng.normal(size=3)]).astype(np.float32) for i in range(length + 1)
+    ]
+    game.history = [i % ACTIONS for i in range(length)]
+    game.rewards = [1.0] * length
+    game.root_values = [100.0] * length  # never a target while Reanalyse bootstraps from θ⁻
+    game.child_visits = [[1.0, 0.0, 0.0]] * length
+    return game
+
+
+def _config(train_batch=64, fraction=1.0, discount=0.5, **reanalyse) -> MuZeroConfig:
+    return MuZeroConfig(
+        game=GameConfig(action_space_size=ACTIONS, discount=discount),
+        search=SearchConfig(num_simulations=20),
+        train=TrainConfig(batch_size=train_batch),
+        replay=ReplayConfig(window_size=10),
+        reanalyse=ReanalyseConfig(fraction=fraction, **reanalyse),
+    )
+
+
+def test_reanalysed_policy_targets_are_the_reference_search_on_those_positions():
+    rng = np.random.default_rng(0)
+    config = _config()
+    buffer = ReplayBuffer(config, np.random.default_rng(1))
+    buffer.save_game(_game(6, rng, first=0.0), training_step=0)
+    buffer.save_game(_game(6, rng, first=10.0), training_step=5)
+    network = RowwiseNetwork(random_network(rng, obs=4, actions=ACTIONS, hidden=5, width=12, support=3))
+
+    # The oldest statistics first: the game saved at step 0, from its first move on.
+    positions = select_positions(buffer, 4)
+    np.testing.assert_array_equal(positions.observation[:, 0], [0.0, 1.0, 2.0, 3.0])
+    result = reanalyse_positions(BatchedSearcher(config.search, config.discount, 1), network, positions)
+    root_output = network.initial_inference(positions.observation)
+    expected = reference_visits(config, network, root_output, positions.legal, positions.to_play, 1)
+    np.testing.assert_array_equal(result.visit_counts, expected)
+    assert len({tuple(v) for v in expected}) >= 2  # not one distribution for all
+
+    # Searched at step 12, replacing self-play statistics of step 0: age 12.
+    assert buffer.store_reanalysis(positions.rows, positions.layout, result, 12) == 12.0
+    assert buffer.fraction_reanalysed() == pytest.approx(4 / 12)
+    # Next come the never-reanalysed: game 1's last 2 moves (step 0), then game 2 (step 5).
+    np.testing.assert_array_equal(select_positions(buffer, 5).observation[:, 0], [4.0, 5.0, 10.0, 11.0, 12.0])
+
+    # fraction 1: every sampled position that was reanalysed takes the search's distribution
+    # as its policy target (k = 0 and later unroll steps); the others keep self-play's.
+    batch = buffer.sample_batch(num_unroll_steps=1, td_steps=2)
+    targets = {i: expected[i] / 20.0 for i in range(4)}  # 20 simulations
+    seen = set()
+    for row in range(len(batch.observation)):
+        i = batch.observation[row, 0]
+        for k in range(2):
+            if batch.policy_mask[row, k]:
+                want = targets.get(int(i) + k, [1.0, 0.0, 0.0]) if i < 10 else [1.0, 0.0, 0.0]
+                np.testing.assert_allclose(batch.target_policy[row, k], want, rtol=1e-6)
+        seen.add(int(i))
+    assert {0, 1, 2, 3} <= seen
+    assert ((buffer.last_reanalysed >= 0) == (batch.observation[:, 0] < 4)).all()
+
+
+@pytest.mark.parametrize("priority_alpha", [0.0, 1.0], ids=["uniform", "prioritized"])
+def test_fraction_picks_how_many_rows_use_reanalysed_policies(priority_alpha):
+    rng = np.random.default_rng(0)
+    config = _config(train_batch=40, fraction=0.25)
+    config = config.replace(replay=ReplayConfig(window_size=10, priority_alpha=priority_alpha))
+    buffer = ReplayBuffer(config, np.random.default_rng(2))
+    buffer.save_game(_game(5, rng))
+    positions = select_positions(buffer, 5)  # the whole game
+    visits = np.tile([0, 0, 8], (5, 1))
+    buffer.store_reanalysis(positions.rows, positions.layout, type("R", (), {"visit_counts": visits})(), 3)
+    batch = buffer.sample_batch(num_unroll_steps=0, td_steps=1)
+    # round(0.25 * 40) = 10 rows take the reanalysed [0, 0, 1]; the other 30 self-play's [1, 0, 0].
+    np.testing.assert_array_equal(batch.target_policy[:10, 0], np.tile([0.0, 0.0, 1.0], (10, 1)))
+    np.testing.assert_array_equal(batch.target_policy[10:, 0], np.tile([1.0, 0.0, 0.0], (30, 1)))
+    assert (batch.importance_weight is not None) == (priority_alpha > 0)
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["terminal", "cut_by_time_limit"])
+def test_value_targets_bootstrap_from_the_target_network(cut):
+    rng = np.random.default_rng(0)
+    buffer = ReplayBuffer(_config(train_batch=64), np.random.default_rng(3))
+    game = _game(4, rng)
+    game.bootstrap_value = 100.0 if cut else None  # the stored value: not used either
+    buffer.save_game(game)
+    # θ⁻ values observation i as 10 * i.
+    buffer.bootstrap_value_fn = lambda images: 10.0 * images[:, 0]
+    batch = buffer.sample_batch(num_unroll_steps=0, td_steps=2)
+    # Rewards 1, discount 0.5, td 2: value(i) = 1 + 0.5 + 0.25 * θ⁻(observation i + 2) when
+    # i + 2 < 4: value(0) = 1.5 + 0.25 * 20 = 6.5, value(1) = 1.5 + 0.25 * 30 = 9.
+    # value(2) reaches the end: 1.5, plus, when the game was cut, 0.25 * θ⁻(observation 4) = 10.
+    # value(3) = 1 (+ 0.5 * 40 = 20 when cut).
+    expected = {0: 6.5, 1: 9.0, 2: 1.5 + (10.0 if cut else 0.0), 3: 1.0 + (20.0 if cut else 0.0)}
+    for row in range(64):
+        assert batch.target_value[row, 0] == pytest.approx(expected[int(batch.observation[row, 0])])
+    assert len(set(batch.observation[:, 0].tolist())) == 4
+
+
+def test_two_player_positions_carry_their_legal_actions_and_player():
+    rng = np.random.default_rng(0)
+    buffer = ReplayBuffer(_config(), np.random.default_rng(0))
+    game = _game(3, rng)
+    game.num_players, game.players = 2, [0, 1, 0, 1]  # players[i]: to move at observation i
+    game.legal = [[0, 1, 2], [1, 2], [2]]  # Game.apply records them before each move
+    buffer.save_game(game)
+    positions = select_positions(buffer, 3)
+    np.testing.assert_array_equal(positions.legal, [[1, 1, 1], [0, 1, 1], [0, 0, 1]])
+    np.testing.assert_array_equal(positions.to_play, [0, 1, 0])
+
+
+def test_target_network_is_refreshed_every_interval_only():
+    config = MuZeroConfig(
+        game=GameConfig(action_space_size=2),
+        network=NetworkConfig(hidden_state_size=4, hidden_layers=(8,), support_size=3),
+        reanalyse=ReanalyseConfig(fraction=0.5, target_network_interval=3),
+    )
+    network = make_network(config, (4,))
+    target = TargetNetwork(config, (4,), np.float32)
+    observation = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+
+    def learner_values():  # the numpy mirror θ⁻ runs, of the learner's weights now
+        return network.numpy_network().initial_inference(observation).value
+
+    assert target.maybe_refresh(1, network)  # the first call always copies
+    np.testing.assert_array_equal(target.values(observation), learner_values())
+    copied = target.values(observation)
+    for step in (2, 3, 4, 5, 6, 7):
+        network.set_weights(
+            {
+                name: {layer: tuple(w + 0.1 for w in values) for layer, values in layers.items()}
+                for name, layers in network.get_weights().items()
+            }
+        )
+        assert target.maybe_refresh(step, network) == (step % 3 == 0)
+        if step % 3 == 0:
+            np.testing.assert_array_equal(target.values(observation), learner_values())
+            copied = target.values(observation)
+        else:
+            np.testing.assert_array_equal(target.values(observation), copied)
+    assert not np.allclose(copied, learner_values())  # step 7 moved the learner on
+
+    # A checkpoint's target network gives the same values.
+    restored = TargetNetwork(config, (4,), np.float32)
+    restored.load_state_dict(target.state_dict())
+    np.testing.assert_array_equal(restored.values(observation), copied)
+    assert restored.step == 6
+
+
+def test_local_reanalyse_searches_whole_batches_as_credit_allows():
+    rng = np.random.default_rng(0)
+    config = _config(positions_per_step=3.0, batch_size=4)
+    buffer = ReplayBuffer(config, np.random.default_rng(0))
+    buffer.save_game(_game(10, rng))
+    network = random_network(rng, obs=4, actions=ACTIONS, hidden=5, width=12, support=3)
+    worker = LocalReanalyse(config, BatchedSearcher(config.search, config.discount, 1))
+    reanalysed = []
+    for step in range(1, 6):
+        worker.after_training_step(buffer, network, step)
+        reanalysed.append(round(buffer.fraction_reanalysed() * 10))
+    # Credit 3 per step, batches of 4: credit 3 (no search), 6 -> 2, 5 -> 1, 4 -> 0, 3. The
+    # third batch takes the last 2 never-reanalysed positions and 2 reanalysed at step 2.
+    assert reanalysed == [0, 4, 8, 10, 10]
+    assert worker.state_dict()["credit"] == 3.0
+    metrics = worker.metrics(buffer)
+    assert metrics["reanalyse/fraction_reanalysed"] == 1.0 and metrics["reanalyse/positions_per_sec"] > 0
+
+
+def test_default_is_off_and_batches_are_unchanged():
+    rng = np.random.default_rng(0)
+    games = [_game(5, rng), _game(7, rng, first=10.0)]
+    batches = []
+    for fraction in (0.0, 1.0):
+        buffer = ReplayBuffer(_config(fraction=fraction), np.random.default_rng(4))
+        for game in games:
+            buffer.save_game(game)
+        batches.append(buffer.sample_batch(num_unroll_steps=2, td_steps=3))
+    # Nothing reanalysed and no target network: Reanalyse on samples what it does off.
+    for a, b in zip(batches[0], batches[1]):
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+    assert MuZeroConfig().reanalyse.fraction == 0.0
+
+
+def test_positions_out_in_calls_are_not_chosen_again():
+    rng = np.random.default_rng(0)
+    buffer = ReplayBuffer(_config(), np.random.default_rng(0))
+    buffer.save_game(_game(6, rng))
+    first = select_positions(buffer, 2)
+    np.testing.assert_array_equal(first.observation[:, 0], [0.0, 1.0])
+    # Rows 0 and 1 are out (a Ray call): the next oldest are 2, 3 and 4.
+    again = select_positions(buffer, 3, exclude=[(first.layout, first.rows)])
+    np.testing.assert_array_equal(again.observation[:, 0], [2.0, 3.0, 4.0])
+    # Rows of an older layout (the flat copy was rebuilt since) exclude nothing.
+    np.testing.assert_array_equal(
+        select_positions(buffer, 2, exclude=[(first.layout - 1, first.rows)]).rows, first.rows
+    )
+    assert select_positions(buffer, 9, exclude=[(first.layout, np.arange(6))]) is None
