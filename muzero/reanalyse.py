@@ -72,7 +72,7 @@ def select_positions(
         return None
     flat = replay_buffer._flat_games()
     game_index, positions, rows = flat.window()
-    searched = np.where(flat.reanalysed_step[rows] >= 0, flat.reanalysed_step[rows], flat.saved_step[game_index])
+    searched = flat.search_step(rows, game_index)
     busy = [taken for layout, taken in exclude if layout == flat.layout]
     if busy:
         keep = ~np.isin(rows, np.concatenate(busy))
@@ -169,10 +169,54 @@ class TargetNetwork:
         self._load(state["weights"], state["step"])
 
 
-class LocalReanalyse:
-    """Reanalyse in this process, between training steps: `positions_per_step` positions per
-    training step (carried over as credit), searched `batch_size` at a time with the newest
-    published network.
+class ReanalyseDriver:
+    """What the two ways of running Reanalyse share: `reanalyse.positions_per_step` positions
+    of budget per training step (carried over as credit, spent a `batch_size` batch at a
+    time), the results stored into replay, their summaries and the checkpointed credit.
+
+    Args:
+      config: the run's config.
+    """
+
+    def __init__(self, config: MuZeroConfig):
+        self.config = config
+        self.batch_size = config.reanalyse.batch_size
+        self.credit = 0.0
+        self.positions = 0
+        self.ages: list[float] = []
+
+    def _add_budget(self, network: Network) -> bool:
+        """Adds one training step's budget; whether `network` is worth searching with (the
+        uniform network published before the first save finds no better targets)."""
+        self.credit += self.config.reanalyse.positions_per_step
+        return not isinstance(network, UniformNetwork)
+
+    def _store(
+        self, replay_buffer: ReplayBuffer, rows: np.ndarray, layout: int, result: SearchResult, step: int
+    ) -> None:
+        """Writes one batch's results into replay and counts them."""
+        self.ages.append(replay_buffer.store_reanalysis(rows, layout, result, step))
+        self.positions += len(rows)
+
+    def metrics(self, replay_buffer: ReplayBuffer) -> dict[str, float]:
+        """`reanalyse/...` summaries since the last call."""
+        out = {"reanalyse/fraction_reanalysed": replay_buffer.fraction_reanalysed()}
+        ages = [age for age in self.ages if not np.isnan(age)]  # NaN: the rows moved, nothing stored
+        if ages:
+            out["reanalyse/replaced_age"] = float(np.mean(ages))
+        self.positions, self.ages = 0, []
+        return out
+
+    def state_dict(self) -> dict:
+        return {"credit": self.credit}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.credit = state["credit"]
+
+
+class LocalReanalyse(ReanalyseDriver):
+    """Reanalyse in this process, between training steps, searched `batch_size` positions at
+    a time with the newest published network.
 
     Args:
       config: the run's config.
@@ -181,21 +225,16 @@ class LocalReanalyse:
     """
 
     def __init__(self, config: MuZeroConfig, searcher: Searcher):
-        self.config = config
+        super().__init__(config)
         self.searcher = searcher
         # Root noise: its own stream, so self-play draws what it would without Reanalyse.
         self.rng = np.random.default_rng(np.random.SeedSequence([config.run.seed, REANALYSE_STREAM]))
-        self.batch_size = config.reanalyse.batch_size
-        self.credit = 0.0
-        self.positions = 0
         self.seconds = 0.0
-        self.ages: list[float] = []
 
     def after_training_step(self, replay_buffer: ReplayBuffer, network: Network, step: int) -> None:
         """Adds one step's budget; searches a batch whenever a whole one is due."""
-        self.credit += self.config.reanalyse.positions_per_step
-        if isinstance(network, UniformNetwork):
-            return  # nothing published yet: no better targets to find
+        if not self._add_budget(network):
+            return
         while self.credit >= self.batch_size:
             self.credit -= self.batch_size
             started = time.perf_counter()
@@ -204,25 +243,20 @@ class LocalReanalyse:
                 return
             noise = reanalyse_noise(self.config, positions, self.rng)
             result = reanalyse_positions(self.searcher, network, positions, noise)
-            self.ages.append(replay_buffer.store_reanalysis(positions.rows, positions.layout, result, step))
-            self.positions += len(positions.rows)
+            self._store(replay_buffer, positions.rows, positions.layout, result, step)
             self.seconds += time.perf_counter() - started
 
     def metrics(self, replay_buffer: ReplayBuffer) -> dict[str, float]:
-        """`reanalyse/...` summaries since the last call."""
-        out = {"reanalyse/fraction_reanalysed": replay_buffer.fraction_reanalysed()}
-        if self.seconds > 0:
-            out["reanalyse/positions_per_sec"] = self.positions / self.seconds
-        if self.ages:
-            out["reanalyse/replaced_age"] = float(np.mean(self.ages))
-        self.positions, self.seconds, self.ages = 0, 0.0, []
-        return out
+        """`reanalyse/...` summaries since the last call; positions/s over search time."""
+        speed = {"reanalyse/positions_per_sec": self.positions / self.seconds} if self.seconds > 0 else {}
+        self.seconds = 0.0
+        return {**super().metrics(replay_buffer), **speed}
 
     def state_dict(self) -> dict:
-        return {"credit": self.credit, "rng": self.rng.bit_generator.state}
+        return {**super().state_dict(), "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict) -> None:
-        self.credit = state["credit"]
+        super().load_state_dict(state)
         self.rng.bit_generator.state = state["rng"]
 
     def close(self) -> None:

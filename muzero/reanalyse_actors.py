@@ -25,8 +25,15 @@ import numpy as np
 from muzero.actor_pool import ActorPool, fetch_network, limit_actor_resources
 from muzero.config import MuZeroConfig
 from muzero.envs import EnvironmentSpec
-from muzero.networks.base import Network, UniformNetwork
-from muzero.reanalyse import REANALYSE_STREAM, Positions, reanalyse_noise, reanalyse_positions, select_positions
+from muzero.networks.base import Network
+from muzero.reanalyse import (
+    REANALYSE_STREAM,
+    Positions,
+    ReanalyseDriver,
+    reanalyse_noise,
+    reanalyse_positions,
+    select_positions,
+)
 from muzero.replay import ReplayBuffer
 from muzero.search import SearchResult, make_searcher
 
@@ -40,7 +47,6 @@ class ReanalyseResult:
       rows, layout: the positions' flat replay rows, as the driver sent them.
       result: the search's visit counts [N, A] and root values [N].
       weights_step: training step of the network that searched.
-      seconds: time the search took inside the actor.
     """
 
     actor_index: int
@@ -50,7 +56,6 @@ class ReanalyseResult:
     layout: int
     result: SearchResult
     weights_step: int
-    seconds: float
 
 
 class ReanalyseWorker:
@@ -87,7 +92,6 @@ class ReanalyseWorker:
             )
         if weights_step != self.weights_step:
             self.network, self.weights_step = fetch_network(weights), weights_step
-        started = time.perf_counter()
         noise = reanalyse_noise(self.config, positions, self.rng)
         result = reanalyse_positions(self.searcher, self.network, positions, noise)
         return ReanalyseResult(
@@ -98,11 +102,10 @@ class ReanalyseWorker:
             positions.layout,
             result,
             self.weights_step,
-            time.perf_counter() - started,
         )
 
 
-class RayReanalyse:
+class RayReanalyse(ReanalyseDriver):
     """Reanalyse on actors, driven between training steps; the `LocalReanalyse` interface.
 
     Args:
@@ -112,30 +115,20 @@ class RayReanalyse:
     """
 
     def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, address: str | None = None):
-        self.config = config
-        self.batch_size = config.reanalyse.batch_size
+        super().__init__(config)
         self.pool = ActorPool(config, spec, address, ReanalyseWorker, config.reanalyse.num_actors, "reanalyse")
-        self.credit = 0.0
-        self.positions = 0
-        self.search_seconds = 0.0
         self.since = time.perf_counter()
-        self.ages: list[float] = []
 
     def after_training_step(self, replay_buffer: ReplayBuffer, network: Network, step: int) -> None:
         """Stores what the actors finished, adds one step's budget and sends whole batches
         to free call slots."""
-        self.credit += self.config.reanalyse.positions_per_step
-        if isinstance(network, UniformNetwork):
-            return  # nothing published yet: no better targets to find
+        if not self._add_budget(network):
+            return
         pool = self.pool
         if not pool.actors:
             pool.start(step)
         for answer in pool.collect(block=False):
-            self.ages.append(
-                replay_buffer.store_reanalysis(answer.rows, answer.layout, answer.result, answer.weights_step)
-            )
-            self.positions += len(answer.rows)
-            self.search_seconds += answer.seconds
+            self._store(replay_buffer, answer.rows, answer.layout, answer.result, answer.weights_step)
         pool.publish(network.training_steps(), network)
         slots = pool.free_slots()
         while self.credit >= self.batch_size and slots:
@@ -156,24 +149,15 @@ class RayReanalyse:
     def metrics(self, replay_buffer: ReplayBuffer) -> dict[str, float]:
         """`reanalyse/...` summaries since the last call; positions/s over wall time."""
         now = time.perf_counter()
-        out = {
-            "reanalyse/fraction_reanalysed": replay_buffer.fraction_reanalysed(),
-            "reanalyse/positions_per_sec": self.positions / max(now - self.since, 1e-9),
+        speed = self.positions / max(now - self.since, 1e-9)
+        self.since = now
+        return {
+            **super().metrics(replay_buffer),
+            "reanalyse/positions_per_sec": speed,
             "reanalyse/actor_restarts": self.pool.restarts,
             "reanalyse/actors_live": self.pool.live,
             "reanalyse/inflight": self.pool.inflight,
         }
-        ages = [age for age in self.ages if not np.isnan(age)]  # NaN: rows moved, nothing stored
-        if ages:
-            out["reanalyse/replaced_age"] = float(np.mean(ages))
-        self.positions, self.search_seconds, self.since, self.ages = 0, 0.0, now, []
-        return out
-
-    def state_dict(self) -> dict:
-        return {"credit": self.credit}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.credit = state["credit"]
 
     def close(self) -> None:
         """Kills the actors (the self-play side leaves the cluster)."""

@@ -175,7 +175,7 @@ class ReplayBuffer:
         if flat.layout != layout:
             return float("nan")
         game_index = np.searchsorted(flat.move_start, rows, side="right") - 1
-        before = np.where(flat.reanalysed_step[rows] >= 0, flat.reanalysed_step[rows], flat.saved_step[game_index])
+        before = flat.search_step(rows, game_index)
         visits = np.asarray(result.visit_counts, np.float64)
         flat.fresh_visits[rows] = visits / visits.sum(-1, keepdims=True)
         flat.reanalysed_step[rows] = training_step
@@ -438,6 +438,11 @@ class FlatGames:
             if two_players
             else None
         )
+
+    def search_step(self, rows: np.ndarray, game_index: np.ndarray) -> np.ndarray:
+        """Training step of the search behind each row's policy statistics (rows of the games
+        `game_index`): its last reanalysis, else self-play's (the step its game entered replay)."""
+        return np.where(self.reanalysed_step[rows] >= 0, self.reanalysed_step[rows], self.saved_step[game_index])
 
     def game(self, index: int) -> Game:
         """The game at flat game index `index` (0: the oldest in the window)."""
