@@ -211,6 +211,10 @@ class ReplayConfig:
     # implementations do): every weight <= 1, steps never amplified by a rarely drawn
     # position. false: the appendix's (1 / (N * P(i)))^beta as written.
     normalize_importance_weights: bool = False
+    # Board games: each sampled position is mapped by one of the board's symmetries drawn
+    # uniformly (muzero/symmetries.py; AlphaGo Zero's augmentation, not MuZero's): tic-tac-toe's
+    # 8, connect four's mirror. Games without known symmetries refuse it.
+    augment_symmetries: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import numpy as np
 
 from muzero.config import MuZeroConfig
 from muzero.game import Game
+from muzero.symmetries import Symmetry, augment_batch
 
 
 class Batch(NamedTuple):
@@ -52,7 +53,7 @@ class ReplayBuffer:
     forgets them by count of games, not of positions.
     """
 
-    def __init__(self, config: MuZeroConfig, rng: np.random.Generator):
+    def __init__(self, config: MuZeroConfig, rng: np.random.Generator, symmetries: tuple[Symmetry, ...] = ()):
         self.window_size = config.replay.window_size
         self.batch_size = config.train.batch_size
         self.action_space_size = config.action_space_size
@@ -80,6 +81,9 @@ class ReplayBuffer:
         # Reanalyse: the reanalysed step of the policy target at k = 0 of the batch's first
         # round(fraction * B) rows (-1: self-play's statistics), for summaries.
         self.last_reanalysed: np.ndarray | None = None
+        # `replay.augment_symmetries`: each sampled row mapped by one of these, drawn from
+        # `rng` (so exact resume covers it); () leaves batches, and the RNG stream, as they are.
+        self.symmetries = tuple(symmetries) if config.replay.augment_symmetries else ()
 
     def save_game(self, game: Game, training_step: int = 0) -> None:
         """Adds a finished game; `training_step`: the learner's step when it arrives (the age
@@ -158,6 +162,8 @@ class ReplayBuffer:
         )
         if fresh_rows:
             self.last_reanalysed = flat.reanalysed_step[self.last_sampled[:fresh_rows]]
+        if self.symmetries:
+            batch = augment_batch(batch, self.symmetries, self.rng)
         return batch._replace(importance_weight=importance_weight)
 
     def store_reanalysis(self, rows: np.ndarray, layout: int, result, training_step: int) -> float:

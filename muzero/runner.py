@@ -146,7 +146,7 @@ class Trainer:
         self.learner = Learner(config, self.network)
         self.source = source or make_selfplay_source(config, spec, backend, ray_address, seed)
         self.storage = SharedStorage(config.action_space_size)
-        self.replay_buffer = ReplayBuffer(config, self.state.rng)
+        self.replay_buffer = ReplayBuffer(config, self.state.rng, spec.symmetries)
         self.target_network = self.reanalyser = None
         if reanalyse_enabled(config):
             self.target_network = TargetNetwork(config, spec.observation_shape, spec.observation_dtype)

@@ -95,8 +95,11 @@ def make_environments(game: GameConfig, count: int, seed: int) -> list[Environme
     return [make_environment(game, seed * 10_007 + i) for i in range(count)]
 
 
-def check_environment(game: GameConfig) -> EnvironmentSpec:
+def check_environment(game: GameConfig, augment_symmetries: bool = False) -> EnvironmentSpec:
     """Makes one environment and checks it against the `game` section; returns what it is.
+
+    Args:
+      augment_symmetries: `replay.augment_symmetries`: the game must have symmetries.
 
     Raises:
       EnvironmentSpecError: with a one-line message and the config key to blame.
@@ -118,6 +121,11 @@ def check_environment(game: GameConfig) -> EnvironmentSpec:
         if spec.num_players not in (1, 2):
             raise EnvironmentSpecError(
                 f"{game.id}: {spec.num_players} players; only 1 or 2 (alternating) are supported"
+            )
+        if augment_symmetries and not spec.symmetries:
+            raise EnvironmentSpecError(
+                f"{game.id} has no known board symmetries (known: tic-tac-toe, connect four)",
+                key="replay.augment_symmetries",
             )
         return spec
     finally:

@@ -85,6 +85,9 @@ class EnvironmentSpec:
     observation_dtype: type
     action_space_size: int
     num_players: int
+    # `muzero.symmetries.Symmetry`s of the game (the identity first), read from the optional
+    # `symmetries` attribute of an environment; () when it has none.
+    symmetries: tuple = ()
 
     @staticmethod
     def of(environment: Environment) -> EnvironmentSpec:
@@ -93,6 +96,7 @@ class EnvironmentSpec:
             environment.observation_dtype,
             int(environment.action_space_size),
             int(environment.num_players),
+            tuple(getattr(environment, "symmetries", ())),
         )
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from muzero.envs.base import EnvironmentSpecError, GamePlugin
+from muzero.symmetries import Symmetry, board_symmetries
 
 
 def load_game(name: str, parameters: Mapping | None = None):
@@ -87,6 +88,7 @@ class OpenSpielEnvironment:
 
     Attributes:
       game, state: the pyspiel game and the current state (bots and `muzero play` read them).
+      symmetries: the board's symmetries (`game_symmetries`), for `replay.augment_symmetries`.
     """
 
     observation_dtype = np.float32
@@ -98,6 +100,7 @@ class OpenSpielEnvironment:
         self.action_space_size = self.game.num_distinct_actions()
         self.observation_shape = (int(np.prod(self.game.observation_tensor_shape())) + 1,)
         self.state = self.game.new_initial_state()
+        self.symmetries = game_symmetries(self.game)
 
     def reset(self) -> np.ndarray:
         self.state = self.game.new_initial_state()
@@ -145,6 +148,26 @@ class OpenSpielEnvironment:
         self.__init__(state["name"], state["seed"], state["parameters"])
         for action in state["history"]:
             self.state.apply_action(action)
+
+
+# Games whose rules are known to keep their symmetries: the square's 8 for tic-tac-toe
+# (actions are cells), the left-right mirror for connect four (actions are columns; an
+# upside-down board would break gravity). Other games: none known here.
+_SYMMETRIC_GAMES = {"tic_tac_toe": ("cells", True), "connect_four": ("columns", False)}
+
+
+def game_symmetries(game) -> tuple[Symmetry, ...]:
+    """The symmetries of a pyspiel game (`muzero.symmetries`), the identity first; () when
+    none is known. Observations are this module's: [planes, rows, cols] flattened, then the
+    player to move."""
+    known = _SYMMETRIC_GAMES.get(game.get_type().short_name)
+    if known is None:
+        return ()
+    planes, rows, cols = game.observation_tensor_shape()
+    actions, rotations = known
+    if rotations and rows != cols:
+        return ()
+    return board_symmetries(planes, rows, cols, extra=1, actions=actions, rotations=rotations)
 
 
 def _make(name: str, seed: int, parameters: Mapping) -> OpenSpielEnvironment:

@@ -1,0 +1,108 @@
+"""Board symmetries as data augmentation: each sampled position seen under a random symmetry.
+
+A board game's rules often do not change when the board is rotated or mirrored: a
+tic-tac-toe position turned by 90 degrees has the same value, and its best moves are the
+turned best moves. AlphaGo Zero trained on randomly rotated and reflected positions (its
+paper, "Methods"); AlphaZero and MuZero did not. Here it is an option
+(`replay.augment_symmetries`), off by default: each position of a batch is mapped by one of
+the game's symmetries, drawn uniformly (the identity among them).
+
+A symmetry is two permutations, of the flat observation and of the actions. In MuZero's
+unrolled training only the first observation, the K actions and the K + 1 policy targets
+depend on the board's orientation; values and rewards do not change.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Symmetry(NamedTuple):
+    """One symmetry of a game, as index permutations (tuples, so that specs stay hashable).
+
+    Attributes:
+      observation: [D]: the mapped observation is `observation[..., self.observation]`
+        (a gather: element j of the new observation is element observation[j] of the old).
+      action: [A]: action a becomes action[a].
+    """
+
+    observation: tuple[int, ...]
+    action: tuple[int, ...]
+
+
+def grid_transforms(rows: int, cols: int, rotations: bool) -> list[np.ndarray]:
+    """Permutations of the cells of a rows x cols grid (cell index r * cols + c).
+
+    Each array p maps cell i to cell p[i]. With `rotations` (square grids only): the 8
+    symmetries of the square (4 rotations, each with and without a mirror); without: the
+    identity and the left-right mirror.
+    """
+    cells = np.arange(rows * cols).reshape(rows, cols)
+    if not rotations:
+        images = [cells, cells[:, ::-1]]
+    else:
+        if rows != cols:
+            raise ValueError(f"rotations need a square grid, not {rows} x {cols}")
+        images = [np.rot90(grid, k) for grid in (cells, cells.T) for k in range(4)]
+    # images[t][r, c] is the old cell that lands on (r, c): invert into "old cell -> new cell".
+    transforms = []
+    for image in images:
+        forward = np.empty(rows * cols, np.int64)
+        forward[image.ravel()] = np.arange(rows * cols)
+        transforms.append(forward)
+    return transforms
+
+
+def board_symmetries(
+    planes: int, rows: int, cols: int, extra: int, actions: str, rotations: bool
+) -> tuple[Symmetry, ...]:
+    """Symmetries of a game whose observation is [planes, rows, cols] flattened, then `extra`
+    elements that no symmetry moves (the player to move).
+
+    Args:
+      actions: "cells" (action = the cell played, r * cols + c: tic-tac-toe) or "columns"
+        (action = the column, c: connect four).
+      rotations: the 8 symmetries of the square; else the identity and the left-right mirror.
+    """
+    size = rows * cols
+    symmetries = []
+    for forward in grid_transforms(rows, cols, rotations):
+        inverse = np.argsort(forward)
+        # New plane p, cell d holds old plane p, cell inverse[d].
+        gather = np.concatenate([p * size + inverse for p in range(planes)] + [planes * size + np.arange(extra)])
+        if actions == "cells":
+            action = forward
+        elif actions == "columns":
+            # A left-right mirror moves column c to cols - 1 - c; row 0's cells are columns.
+            action = forward[:cols]
+        else:
+            raise ValueError(f"actions: 'cells' or 'columns', not {actions!r}")
+        symmetries.append(Symmetry(tuple(int(i) for i in gather), tuple(int(a) for a in action)))
+    return tuple(symmetries)
+
+
+# Why augment at sampling time: each stored position then contributes every orientation
+# over training without storing them, and replay, priorities and Reanalyse stay unchanged.
+def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Generator):
+    """Maps each row of a `Batch` by a symmetry drawn uniformly from `symmetries`.
+
+    Args:
+      batch: `muzero.replay.Batch` with flat observations [B, D], actions [B, K],
+        target_policy [B, K + 1, A]; value and reward targets and masks pass unchanged.
+
+    Returns:
+      the mapped batch (new arrays; the input is not modified).
+    """
+    choice = rng.integers(len(symmetries), size=len(batch.actions))
+    gather = np.asarray([symmetries[t].observation for t in choice])  # [B, D]
+    action_map = np.asarray([symmetries[t].action for t in choice])  # [B, A]
+    observation = np.take_along_axis(np.asarray(batch.observation), gather, axis=1)
+    actions = np.take_along_axis(action_map, np.asarray(batch.actions, np.int64), axis=1).astype(batch.actions.dtype)
+    # The new policy puts old action a's probability on action_map[a].
+    policy = np.zeros_like(batch.target_policy)
+    rows = np.arange(len(choice))[:, None, None]
+    steps = np.arange(policy.shape[1])[None, :, None]
+    policy[rows, steps, action_map[:, None, :]] = batch.target_policy
+    return batch._replace(observation=observation, actions=actions, target_policy=policy)

@@ -1,0 +1,165 @@
+"""Board symmetries (muzero/symmetries.py): permutations worked by hand, checked against
+OpenSpiel's own rules, and applied to a training batch."""
+
+import numpy as np
+import pytest
+
+from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, TrainConfig
+from muzero.envs import EnvironmentSpecError, check_environment
+from muzero.envs.openspiel import OpenSpielEnvironment
+from muzero.game import Game
+from muzero.replay import Batch, ReplayBuffer
+from muzero.symmetries import Symmetry, augment_batch, board_symmetries, grid_transforms
+from tests.helpers import ROOT, muzero_command
+
+CARTPOLE = str(ROOT / "configs" / "cartpole.yaml")
+
+
+def test_square_has_eight_distinct_transforms_and_a_quarter_turn_worked_by_hand():
+    transforms = grid_transforms(3, 3, rotations=True)
+    assert len({tuple(t) for t in transforms}) == 8
+    assert list(transforms[0]) == list(range(9))  # the identity first
+    # A quarter turn anticlockwise of
+    #   0 1 2        2 5 8
+    #   3 4 5  is    1 4 7 : cell 2 lands on cell 0, 0 on 6, 6 on 8, 8 on 2, 1 on 3, 4 stays.
+    #   6 7 8        0 3 6
+    assert list(transforms[1]) == [6, 3, 0, 7, 4, 1, 8, 5, 2]
+    # Every transform maps the centre to itself and corners to corners.
+    for t in transforms:
+        assert t[4] == 4 and {t[0], t[2], t[6], t[8]} == {0, 2, 6, 8}
+
+
+def test_mirror_of_a_board_of_columns():
+    # 2 x 3 grid, left-right mirror: (r, c) -> (r, 2 - c): cells 0 1 2 / 3 4 5 -> 2 1 0 / 5 4 3.
+    identity, mirror = grid_transforms(2, 3, rotations=False)
+    assert list(identity) == [0, 1, 2, 3, 4, 5]
+    assert list(mirror) == [2, 1, 0, 5, 4, 3]
+    # Actions are columns: column c -> 2 - c; the observation moves each plane's cells and keeps
+    # the extra element (the player) last.
+    _, symmetry = board_symmetries(planes=2, rows=2, cols=3, extra=1, actions="columns", rotations=False)
+    assert symmetry.action == (2, 1, 0)
+    assert symmetry.observation == (2, 1, 0, 5, 4, 3, 8, 7, 6, 11, 10, 9, 12)
+
+
+@pytest.mark.parametrize("name, count", [("tic_tac_toe", 8), ("connect_four", 2)])
+def test_symmetries_agree_with_openspiel_rules(name, count):
+    # Playing the mapped moves from the start must give the mapped observation at every
+    # move, with the same rewards: this checks the permutations against OpenSpiel's
+    # own layout of observations and actions, for every symmetry.
+    rng = np.random.default_rng(0)
+    symmetries = OpenSpielEnvironment(name).symmetries
+    assert len(symmetries) == count
+    for _ in range(5):
+        for symmetry in symmetries:
+            env, mapped = OpenSpielEnvironment(name), OpenSpielEnvironment(name)
+            observation, mapped_observation = env.reset(), mapped.reset()
+            done = False
+            while not done:
+                assert np.array_equal(mapped_observation, observation[list(symmetry.observation)])
+                assert sorted(symmetry.action[a] for a in env.legal_actions()) == mapped.legal_actions()
+                action = int(rng.choice(env.legal_actions()))
+                observation, reward, done, _ = env.step(action)
+                mapped_observation, mapped_reward, mapped_done, _ = mapped.step(symmetry.action[action])
+                assert (mapped_reward, mapped_done) == (reward, done)
+
+
+def test_augment_batch_maps_observation_actions_and_policies():
+    # One symmetry on a 1 x 3 "board" of one plane plus a player element: the mirror.
+    # Observation [a, b, c, player] -> [c, b, a, player]; action 0 -> 2; a policy
+    # (0.7, 0.2, 0.1) -> (0.1, 0.2, 0.7). Values and rewards pass unchanged.
+    mirror = Symmetry(observation=(2, 1, 0, 3), action=(2, 1, 0))
+    batch = Batch(
+        observation=np.array([[1.0, 2.0, 3.0, 1.0]], np.float32),
+        actions=np.array([[0, 1]], np.int32),
+        target_value=np.array([[0.5, -0.5, 1.0]]),
+        target_reward=np.array([[0.0, 0.0, 1.0]]),
+        target_policy=np.array([[[0.7, 0.2, 0.1], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]], np.float32),
+        policy_mask=np.array([[1.0, 1.0, 0.0]], np.float32),
+    )
+    out = augment_batch(batch, (mirror,), np.random.default_rng(0))
+    assert out.observation.tolist() == [[3.0, 2.0, 1.0, 1.0]]
+    assert out.actions.tolist() == [[2, 1]] and out.actions.dtype == np.int32
+    np.testing.assert_allclose(out.target_policy[0], [[0.1, 0.2, 0.7], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    assert out.target_value is batch.target_value and out.policy_mask is batch.policy_mask
+    assert batch.observation.tolist() == [[1.0, 2.0, 3.0, 1.0]]  # the input is not modified
+
+
+def test_augment_batch_draws_every_symmetry():
+    # 8 symmetries, 4,000 rows: each drawn about 500 times (binomial sd ~21).
+    symmetries = OpenSpielEnvironment("tic_tac_toe").symmetries
+    rows = 4000
+    observation = np.zeros((rows, 28), np.float32)
+    observation[:, 9 + 0] = 1.0  # a stone on cell 0 (plane 1)
+    batch = Batch(
+        observation=observation,
+        actions=np.zeros((rows, 1), np.int32),
+        target_value=np.zeros((rows, 2)),
+        target_reward=np.zeros((rows, 2)),
+        target_policy=np.zeros((rows, 2, 9), np.float32),
+        policy_mask=np.ones((rows, 2), np.float32),
+    )
+    out = augment_batch(batch, symmetries, np.random.default_rng(1))
+    # Cell 0 goes to each corner under 2 of the 8 symmetries: ~1,000 rows per corner.
+    corners = np.argmax(out.observation[:, 9:18], axis=1)
+    counts = np.bincount(corners, minlength=9)
+    assert set(np.flatnonzero(counts)) == {0, 2, 6, 8}
+    assert all(850 < counts[c] < 1150 for c in (0, 2, 6, 8))
+    # The action moved with the board: cell 0 played goes where the stone went.
+    assert np.array_equal(out.actions[:, 0], corners)
+
+
+def test_games_without_symmetries_refuse_the_option():
+    config = MuZeroConfig(game=GameConfig(id="CartPole-v1", action_space_size=2), replay=ReplayConfig())
+    assert check_environment(config.game).symmetries == ()
+    with pytest.raises(EnvironmentSpecError) as error:
+        check_environment(config.game, augment_symmetries=True)
+    assert error.value.key == "replay.augment_symmetries"
+    spec = check_environment(GameConfig(id="openspiel:tic_tac_toe", action_space_size=9), augment_symmetries=True)
+    assert len(spec.symmetries) == 8
+
+
+def test_replay_batches_are_symmetric_images_of_the_plain_ones():
+    # Two buffers with the same seed and the same game: sampling draws the same positions
+    # and padding, then the augmented buffer maps each row by some symmetry. Every row must
+    # be one of the 8 images of the plain row, with its actions and policy moved alike.
+    symmetries = OpenSpielEnvironment("tic_tac_toe").symmetries
+    game = Game(9, 1.0, OpenSpielEnvironment("tic_tac_toe"))
+    for move, action in enumerate((0, 3, 1, 4, 2)):  # X wins on the top row at move 5
+        visits = [0] * 9
+        visits[(action + 1) % 9], visits[action] = 1, 3 + move
+        game.store_visit_statistics(visits, 0.0)
+        game.apply(action)
+    buffers = []
+    for augment in (False, True):
+        config = MuZeroConfig(
+            game=GameConfig(id="openspiel:tic_tac_toe", action_space_size=9, discount=1.0),
+            train=TrainConfig(batch_size=64),
+            replay=ReplayConfig(augment_symmetries=augment),
+        )
+        buffers.append(ReplayBuffer(config, np.random.default_rng(5), symmetries))
+        buffers[-1].save_game(game)
+    plain, augmented = (buffer.sample_batch(num_unroll_steps=2, td_steps=9) for buffer in buffers)
+    used = set()
+    for row in range(64):
+        matches = [
+            t
+            for t, s in enumerate(symmetries)
+            if np.array_equal(augmented.observation[row], plain.observation[row][list(s.observation)])
+            and [s.action[a] for a in plain.actions[row]] == augmented.actions[row].tolist()
+            and np.allclose(augmented.target_policy[row][:, list(s.action)], plain.target_policy[row])
+        ]
+        assert matches, row
+        used.add(matches[0])
+    assert len(used) > 4  # 64 rows over 8 symmetries
+    np.testing.assert_array_equal(augmented.target_value, plain.target_value)
+    np.testing.assert_array_equal(augmented.target_reward, plain.target_reward)
+
+
+def test_cli_refuses_symmetries_for_a_game_without_them(tmp_path):
+    result = muzero_command(
+        "train", "--config", CARTPOLE, "--set", "replay.augment_symmetries=true", "--logdir", str(tmp_path / "run")
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "replay.augment_symmetries: CartPole-v1 has no known board symmetries" in lines[0]
+    assert not (tmp_path / "run").exists()
