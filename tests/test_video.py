@@ -123,3 +123,6 @@ def test_atari_records_the_full_screen(tmp_path):
     # ALE draws its 210x160 screen (not the 96x96 observation): tall enough, not upscaled.
     (path,) = save_episodes([recorder], tmp_path)
     assert read_video(path).shape == (4, 210, 160, 3)
+    # One frame per move of 4 emulator frames at the console's 60 per second: 15 per second,
+    # real time.
+    assert recorder.fps == 15.0

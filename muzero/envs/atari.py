@@ -97,6 +97,13 @@ class AtariEnvironment(GymEnvironment):
             scale_obs=False,
         )
 
+    @property
+    def video_fps(self) -> float:
+        """One video frame per move of `frame_skip` emulator frames: the console's 60 frames
+        per second divided by it (15 with the usual 4), so that videos play in real time (ALE's
+        `render_fps` metadata, 30, is not the console's rate)."""
+        return 60.0 / self.settings.frame_skip
+
     def __getstate__(self) -> dict:
         wrapper = self._env
         return {
