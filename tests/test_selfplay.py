@@ -82,12 +82,20 @@ def test_tictactoe_self_play_opens_everywhere_whatever_the_policy():
     # self-play, while a random or perfect X opens anywhere (all nine draw). 180 games: 20
     # expected per opening, standard deviation 4.2; without the random opening the biased
     # policy gives [3, 0, 1, 2, 5, 2, 1, 4, 162].
-    openings = _first_moves(load_config(TICTACTOE, ["selfplay.search=numpy", "selfplay.random_opening_moves=1"]))
+    openings = _first_moves(
+        load_config(
+            TICTACTOE, ["selfplay.search=numpy", "search.num_simulations=50", "selfplay.random_opening_moves=1"]
+        )
+    )
     assert openings.min() >= 8, openings
-    assert _first_moves(load_config(TICTACTOE, ["selfplay.search=numpy"]))[8] > 100  # the option off
+    assert (
+        _first_moves(load_config(TICTACTOE, ["selfplay.search=numpy", "search.num_simulations=50"]))[8] > 100
+    )  # the option off
 
 
 def test_evaluation_play_is_not_randomised():
     # Greedy play takes the most visited move: cell 8 in all 10 games, random opening or not.
-    config = load_config(TICTACTOE, ["selfplay.search=numpy", "selfplay.random_opening_moves=1"])
+    config = load_config(
+        TICTACTOE, ["selfplay.search=numpy", "search.num_simulations=50", "selfplay.random_opening_moves=1"]
+    )
     assert _first_moves(config, greedy=True, games=10).tolist() == [0] * 8 + [10]
