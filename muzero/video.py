@@ -179,7 +179,11 @@ class RecordingEnvironment:
         # pygame (CartPole) draws off screen; without this, SDL looks for a display and complains.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         try:
-            self.episodes[-1].append(as_rgb(render()))
+            frame = render()
+            if isinstance(frame, str):  # board games draw their board as text (muzero play shows it)
+                self.error = "it draws itself as text, not as images"
+                return
+            self.episodes[-1].append(as_rgb(frame))
         except Exception as error:  # noqa: BLE001 - whatever drawing raises, the game plays on
             self.error = str(error) or type(error).__name__
 

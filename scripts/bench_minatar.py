@@ -123,6 +123,7 @@ def plot(rows: list[dict], games: list[str], path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(len(games), 2, figsize=(11, 3.2 * len(games)), squeeze=False)
     for (by_steps, by_time), game in zip(axes, games):
@@ -147,6 +148,7 @@ def plot(rows: list[dict], games: list[str], path: Path, title: str) -> None:
                 )
             axis.grid(alpha=0.3)
             axis.set_title(game, fontsize=10)
+        by_steps.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
         by_steps.set_xlabel("environment steps (self-play moves)")
         by_time.set_xlabel("training minutes (evaluations excluded)")
         by_steps.set_ylabel("mean greedy return")

@@ -126,3 +126,12 @@ def test_atari_records_the_full_screen(tmp_path):
     # One frame per move of 4 emulator frames at the console's 60 per second: 15 per second,
     # real time.
     assert recorder.fps == 15.0
+
+
+def test_board_games_drawn_as_text_are_not_recorded_with_a_plain_reason():
+    from muzero.envs.openspiel import OpenSpielEnvironment
+
+    recorder = RecordingEnvironment(OpenSpielEnvironment("tic_tac_toe"))
+    recorder.reset()
+    recorder.step(4)
+    assert recorder.error == "it draws itself as text, not as images" and recorder.episodes == [[]]
