@@ -17,7 +17,7 @@ PACKAGE = ROOT / "muzero"
 TOY = str(ROOT / "tests" / "data" / "toy_game.yaml")
 FAMILIES = ("muzero.envs", "muzero.networks", "muzero.search")
 # What a family may import besides the families themselves: the modules below them.
-BELOW_FAMILIES = {"muzero.config", "muzero.support", "muzero.gradient_scaling"}
+BELOW_FAMILIES = {"muzero.config", "muzero.support", "muzero.gradient_scaling", "muzero.symmetries"}
 
 
 def _module_name(path: Path) -> str:
