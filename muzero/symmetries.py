@@ -96,8 +96,9 @@ def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Genera
       the mapped batch (new arrays; the input is not modified).
     """
     choice = rng.integers(len(symmetries), size=len(batch.actions))
-    gather = np.asarray([symmetries[t].observation for t in choice])  # [B, D]
-    action_map = np.asarray([symmetries[t].action for t in choice])  # [B, A]
+    # The S permutations as arrays once, then a row per sample (not B tuple conversions).
+    gather = np.asarray([s.observation for s in symmetries])[choice]  # [B, D]
+    action_map = np.asarray([s.action for s in symmetries])[choice]  # [B, A]
     observation = np.take_along_axis(np.asarray(batch.observation), gather, axis=1)
     actions = np.take_along_axis(action_map, np.asarray(batch.actions, np.int64), axis=1).astype(batch.actions.dtype)
     # The new policy puts old action a's probability on action_map[a].
