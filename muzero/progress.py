@@ -122,14 +122,12 @@ class ProgressReporter:
             return
         self.step_rate.add(now, step)
         recent = f"{np.mean(self.returns):.1f}" if self.returns else "-"
-        loss = (
-            (
-                f"loss {metrics['loss/total']:.3f} (v {metrics['loss/value']:.3f} r {metrics['loss/reward']:.3f} "
-                f"p {metrics['loss/policy']:.3f})"
-            )
-            if metrics
-            else "loss -"
-        )
+        loss = "loss -"
+        if metrics:
+            parts = f"v {metrics['loss/value']:.3f} r {metrics['loss/reward']:.3f} p {metrics['loss/policy']:.3f}"
+            if "loss/consistency" in metrics:  # train.consistency_loss_weight > 0
+                parts += f" c {metrics['loss/consistency']:.3f}"
+            loss = f"loss {metrics['loss/total']:.3f} ({parts})"
         batch = f"{batch_fraction:.2f}" if math.isfinite(batch_fraction) else "-"
         percent = 100.0 * step / self.training_steps
         logging.info(

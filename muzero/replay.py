@@ -26,6 +26,9 @@ class Batch(NamedTuple):
       policy_mask: [B, K+1] 1 where a policy target exists, 0 on absorbing states.
       importance_weight: [B] float32, prioritized replay's (1 / (N * P(i)))^beta that scales
         each sample's loss; None: uniform sampling, every weight 1.
+      unroll_observation: [B, K, *image_shape], make_image(i + k) for k = 1..K, clipped to
+        the game's last state: the targets of `train.consistency_loss_weight`; None when off.
+      unroll_mask: [B, K] float32, 1 where i + k is a state of the game (its last included).
     """
 
     observation: np.ndarray
@@ -35,6 +38,8 @@ class Batch(NamedTuple):
     target_policy: np.ndarray
     policy_mask: np.ndarray
     importance_weight: np.ndarray | None = None
+    unroll_observation: np.ndarray | None = None
+    unroll_mask: np.ndarray | None = None
 
 
 def priority(value: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -84,6 +89,8 @@ class ReplayBuffer:
         # `replay.augment_symmetries`: each sampled row mapped by one of these, drawn from
         # `rng` (so exact resume covers it); () leaves batches, and the RNG stream, as they are.
         self.symmetries = tuple(symmetries) if config.replay.augment_symmetries else ()
+        # `train.consistency_loss_weight` > 0: batches carry the observations along the unroll.
+        self.with_unroll_observations = config.train.consistency_loss_weight > 0
 
     def save_game(self, game: Game, training_step: int = 0) -> None:
         """Adds a finished game; `training_step`: the learner's step when it arrives (the age
@@ -162,6 +169,9 @@ class ReplayBuffer:
         )
         if fresh_rows:
             self.last_reanalysed = flat.reanalysed_step[self.last_sampled[:fresh_rows]]
+        if self.with_unroll_observations:
+            observation, mask = unroll_observations(flat, game_index, positions, num_unroll_steps)
+            batch = batch._replace(unroll_observation=observation, unroll_mask=mask)
         if self.symmetries:
             batch = augment_batch(batch, self.symmetries, self.rng)
         return batch._replace(importance_weight=importance_weight)
@@ -538,6 +548,22 @@ def n_step_values(
 def _row(start: np.ndarray, length: np.ndarray, index: np.ndarray) -> np.ndarray:
     """Flat row of move `index` of a game whose moves start at row `start`, clipped to the game."""
     return start + np.clip(index, 0, length - 1)
+
+
+def unroll_observations(
+    flat: FlatGames, game_index: np.ndarray, positions: np.ndarray, num_unroll_steps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The real observations along each unroll, for the consistency loss.
+
+    Returns:
+      ([B, K, *image_shape] make_image(position + k) for k = 1..K, the index clipped to the
+      game's last state; [B, K] float32 mask, 1 where position + k <= the game's length,
+      so that the final observation of a finished game counts and padding past it does not).
+    """
+    length = flat.length[game_index][:, None]  # [B, 1]
+    index = positions[:, None] + np.arange(1, num_unroll_steps + 1)  # [B, K]
+    images = flat.images(np.repeat(game_index, num_unroll_steps), np.minimum(index, length).ravel())
+    return images.reshape(*index.shape, *images.shape[1:]), (index <= length).astype(np.float32)
 
 
 # The pseudocode's make_target for a whole batch: every index is computed for all B

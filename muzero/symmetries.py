@@ -90,7 +90,8 @@ def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Genera
 
     Args:
       batch: `muzero.replay.Batch` with flat observations [B, D], actions [B, K],
-        target_policy [B, K + 1, A]; value and reward targets and masks pass unchanged.
+        target_policy [B, K + 1, A], and unroll_observation [B, K, D] or None; value and
+        reward targets and masks pass unchanged.
 
     Returns:
       the mapped batch (new arrays; the input is not modified).
@@ -106,4 +107,8 @@ def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Genera
     rows = np.arange(len(choice))[:, None, None]
     steps = np.arange(policy.shape[1])[None, :, None]
     policy[rows, steps, action_map[:, None, :]] = batch.target_policy
-    return batch._replace(observation=observation, actions=actions, target_policy=policy)
+    batch = batch._replace(observation=observation, actions=actions, target_policy=policy)
+    if batch.unroll_observation is not None:  # the same symmetry along the whole unroll
+        unrolled = np.take_along_axis(np.asarray(batch.unroll_observation), gather[:, None, :], axis=2)
+        batch = batch._replace(unroll_observation=unrolled)
+    return batch

@@ -10,6 +10,7 @@ Documented choices (SPEC.md asks for them to be explicit):
   biases included, as `network.get_weights()` in the pseudocode.
 * Prioritized replay: each sample's summed step loss is multiplied by its importance
   weight before the batch mean (weights 1 without priorities: the same numbers).
+* Not MuZero, off by default: EfficientZero's consistency loss (`consistency_loss`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,30 @@ def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
     return keras.optimizers.SGD(learning_rate=schedule, momentum=config.train.momentum)
 
 
+# Why (EfficientZero, Ye et al. 2021; not MuZero): the model's hidden states are trained
+# only by the value, reward and policy they predict, which in a board game say little
+# until a line is nearly complete. Asking the state the dynamics reach after k real
+# actions to point the same way as the representation of the real observation there
+# (cosine similarity; the target gets no gradient, as SimSiam's) gives every unroll
+# step a dense signal about the game itself. EfficientZero adds projection heads;
+# here the two hidden states are compared directly.
+def consistency_loss(predicted: tf.Tensor, target: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Per-sample negative cosine similarity, shifted to [0, 2].
+
+    Args:
+      predicted: [B, *hidden_shape] hidden state from the dynamics function.
+      target: [B, *hidden_shape] representation of the real observation (gradient stopped here).
+      mask: [B] 1 where the real observation exists (inside the game), else 0.
+
+    Returns:
+      [B]: (1 - cos(predicted, target)) * mask.
+    """
+    batch = tf.shape(predicted)[0]
+    predicted = tf.math.l2_normalize(tf.reshape(tf.cast(predicted, tf.float32), [batch, -1]), axis=-1)
+    target = tf.math.l2_normalize(tf.reshape(tf.stop_gradient(tf.cast(target, tf.float32)), [batch, -1]), axis=-1)
+    return (1.0 - tf.reduce_sum(predicted * target, axis=-1)) * mask
+
+
 # Why: MuZero trains its model only through what it predicts along real
 # trajectories: unroll K steps from a real observation, feeding the real actions
 # to the dynamics function, and compare each step's value, reward and policy
@@ -78,12 +103,15 @@ def muzero_loss(
     hidden_state_scale: float = 0.5,
     hidden_state_gradient: Callable[[tf.Tensor], tf.Tensor] | None = None,
     value_loss_weight: float = 1.0,
+    consistency_loss_weight: float = 0.0,
 ) -> tuple[tf.Tensor, dict, list]:
     """The loss of `update_weights`, with per-part values for logging.
 
     Args:
       value_loss_weight: the value loss's weight in each step's loss (`train.value_loss_weight`;
         Reanalyse in the paper: 0.25).
+      consistency_loss_weight: w > 0 adds w * `consistency_loss` to each recurrent step's
+        loss (needs `batch.unroll_observation` and `unroll_mask`); 0: MuZero's loss.
       hidden_state_scale: the pseudocode's 0.5 on the hidden state after each dynamics step.
       hidden_state_gradient: replaces `scale_gradient(., hidden_state_scale)` by another
         op on that link (scripts/gradient_scaling_demo.py compares norm clipping).
@@ -91,12 +119,12 @@ def muzero_loss(
     Returns:
       (total, metrics, hidden_states): total = batch mean of the summed step losses, each
       sample's times its importance weight when the batch has them, + weight decay;
-      metrics: "total", "l2", "value", "reward", "policy", "step_k" (scalars; the parts
-      unweighted) and "initial_value" ([B] value predicted at k = 0, for new priorities);
+      metrics: "total", "l2", "value", "reward", "policy", ("consistency",) "step_k"
+      (scalars; the parts unweighted) and "initial_value" ([B] value predicted at k = 0, for new priorities);
       hidden_states: the K + 1 states [B, *hidden_shape] predicted at each unroll step, before
       their gradient is scaled (for gradient-norm summaries).
     """
-    observation, actions, target_value, target_reward, target_policy, policy_mask, importance_weight = batch
+    observation, actions, target_value, target_reward, target_policy, policy_mask, importance_weight = batch[:7]
     num_unroll_steps = actions.shape[1]
 
     # Initial step, from the real observation.
@@ -115,8 +143,18 @@ def muzero_loss(
         else:
             hidden_state = hidden_state_gradient(output.hidden_state)
 
+    consistency = None
+    if consistency_loss_weight > 0:
+        # The representation of every real observation along the unroll, as one batch [B * K, ...].
+        unrolled = batch.unroll_observation
+        flat = tf.reshape(unrolled, tf.concat([[-1], tf.shape(unrolled)[2:]], axis=0))
+        target = network.initial_inference(flat, training=True).hidden_state
+        consistency = tf.reshape(target, tf.concat([tf.shape(actions)[:2], tf.shape(target)[1:]], axis=0))
+
     loss = 0.0
     parts = {"value": 0.0, "reward": 0.0, "policy": 0.0}
+    if consistency is not None:
+        parts["consistency"] = 0.0
     step_losses = []
     for k, (gradient_scale, output) in enumerate(predictions):
         value_loss = scalar_loss(output.value_logits, target_value[:, k])
@@ -129,6 +167,10 @@ def muzero_loss(
         )
         weighted_value_loss = value_loss if value_loss_weight == 1.0 else value_loss_weight * value_loss
         l = weighted_value_loss + reward_loss + policy_loss
+        if consistency is not None and k > 0:
+            similarity_loss = consistency_loss(output.hidden_state, consistency[:, k - 1], batch.unroll_mask[:, k - 1])
+            l += consistency_loss_weight * similarity_loss
+            parts["consistency"] += tf.reduce_mean(similarity_loss)
         loss += scale_gradient(l, gradient_scale)
         step_losses.append(tf.reduce_mean(l))
         parts["value"] += tf.reduce_mean(value_loss)
@@ -154,11 +196,12 @@ def update_weights(
     weight_decay: float,
     gradient_norms: bool = False,
     value_loss_weight: float = 1.0,
+    consistency_loss_weight: float = 0.0,
 ) -> dict:
     """One SGD step on `muzero_loss`, skipped when the loss or a gradient is not finite.
 
     Args:
-      value_loss_weight: see `muzero_loss`.
+      value_loss_weight, consistency_loss_weight: see `muzero_loss`.
       gradient_norms: also return `grad/...` norms: of the loss gradient with respect to
         the hidden state of each unroll step, per function, and global.
 
@@ -173,7 +216,13 @@ def update_weights(
     averages = network.non_trainable_variables
     saved_averages = [tf.identity(v) for v in averages]
     with tf.GradientTape() as tape:
-        total, metrics, hidden_states = muzero_loss(network, batch, weight_decay, value_loss_weight=value_loss_weight)
+        total, metrics, hidden_states = muzero_loss(
+            network,
+            batch,
+            weight_decay,
+            value_loss_weight=value_loss_weight,
+            consistency_loss_weight=consistency_loss_weight,
+        )
     initial_value = metrics.pop("initial_value")
     if gradient_norms:
         gradients, state_gradients = tape.gradient(total, (variables, hidden_states))
@@ -227,25 +276,30 @@ class Learner:
         k = config.train.num_unroll_steps
         bins = num_bins(config.network.support_size)
         scalar_shape = [None, k + 1, bins] if config.network.support_size else [None, k + 1]
+        spec = network.observation_spec
         signature = Batch(
-            observation=network.observation_spec,
+            observation=spec,
             actions=tf.TensorSpec([None, k], tf.int32),
             target_value=tf.TensorSpec(scalar_shape, tf.float32),
             target_reward=tf.TensorSpec(scalar_shape, tf.float32),
             target_policy=tf.TensorSpec([None, k + 1, config.action_space_size], tf.float32),
             policy_mask=tf.TensorSpec([None, k + 1], tf.float32),
             importance_weight=tf.TensorSpec([None], tf.float32),
+            unroll_observation=tf.TensorSpec([None, None, *spec.shape[1:]], spec.dtype),
+            unroll_mask=tf.TensorSpec([None, None], tf.float32),
         )
-        weight_decay, value_weight = config.train.weight_decay, config.train.value_loss_weight
+        weights = {
+            "value_loss_weight": config.train.value_loss_weight,
+            "consistency_loss_weight": config.train.consistency_loss_weight,
+        }
+        weight_decay = config.train.weight_decay
         self.grad_summary_interval = config.run.grad_summary_interval
 
         def step(batch: Batch) -> dict:
-            return update_weights(self.optimizer, self.network, batch, weight_decay, value_loss_weight=value_weight)
+            return update_weights(self.optimizer, self.network, batch, weight_decay, **weights)
 
         def step_with_norms(batch: Batch) -> dict:
-            return update_weights(
-                self.optimizer, self.network, batch, weight_decay, gradient_norms=True, value_loss_weight=value_weight
-            )
+            return update_weights(self.optimizer, self.network, batch, weight_decay, gradient_norms=True, **weights)
 
         jit = config.train.jit_compile
         self._step = tf.function(step, input_signature=[signature], jit_compile=jit)
@@ -258,12 +312,23 @@ class Learner:
 
     def prepare(self, batch: Batch) -> Batch:
         """Turns scalar value/reward targets into two-hot supports when the network is categorical,
-        and fills importance weights of 1 when the batch has none (uniform sampling)."""
+        fills importance weights of 1 when the batch has none (uniform sampling), and empty
+        [B, 0, ...] unroll observations when the consistency loss is off."""
         n = self.config.network.support_size
+        size = len(batch.actions)
         if batch.importance_weight is None:
-            batch = batch._replace(importance_weight=np.ones(len(batch.actions), np.float32))
-        shape = tuple(self.network.observation_spec.shape[1:].as_list())
-        batch = batch._replace(observation=np.reshape(batch.observation, (len(batch.observation), *shape)))
+            batch = batch._replace(importance_weight=np.ones(size, np.float32))
+        spec = self.network.observation_spec
+        shape = tuple(spec.shape[1:].as_list())
+        batch = batch._replace(observation=np.reshape(batch.observation, (size, *shape)))
+        if batch.unroll_observation is None:
+            batch = batch._replace(
+                unroll_observation=np.zeros((size, 0, *shape), spec.dtype.as_numpy_dtype),
+                unroll_mask=np.zeros((size, 0), np.float32),
+            )
+        else:
+            unrolled = batch.unroll_observation
+            batch = batch._replace(unroll_observation=np.reshape(unrolled, (size, unrolled.shape[1], *shape)))
         if n == 0:
             return batch
         return batch._replace(

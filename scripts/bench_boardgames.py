@@ -27,25 +27,15 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from benchlib import train_command
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"tictactoe": ROOT / "configs" / "tictactoe.yaml", "connect4": ROOT / "configs" / "connect4.yaml"}
 
 
 def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: list[str]) -> float:
     """Trains until the budget is spent (or the run ends); returns the seconds it ran."""
-    command = [
-        sys.executable,
-        "-m",
-        "muzero.cli",
-        "train",
-        "--config",
-        str(config),
-        "--logdir",
-        str(run_dir),
-        "--set",
-        f"run.seed={seed}",
-        *(arg for s in settings for arg in ("--set", s)),
-    ]
+    command = train_command(config, run_dir, seed, settings)
     log = (run_dir.parent / f"{run_dir.name}.log").open("w")
     started = time.time()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

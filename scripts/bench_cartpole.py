@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchlib import train_command
+
 THRESHOLDS = (195.0, 475.0, 500.0)
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,24 +46,8 @@ def main() -> None:
     for seed in args.seeds:
         run_dir = args.out / f"seed-{seed}"
         if not (run_dir / "eval.csv").is_file():
-            command = [
-                sys.executable,
-                "-m",
-                "muzero.cli",
-                "train",
-                "--config",
-                args.config,
-                "--logdir",
-                str(run_dir),
-                "--set",
-                f"run.seed={seed}",
-                "--set",
-                f"run.eval_episodes={args.episodes}",
-                "--set",
-                f"run.eval_interval={args.eval_interval}",
-            ]
-            for override in args.set:
-                command += ["--set", override]
+            settings = [f"run.eval_episodes={args.episodes}", f"run.eval_interval={args.eval_interval}", *args.set]
+            command = train_command(args.config, run_dir, seed, settings)
             print(f"seed {seed}: {' '.join(command[1:])}", flush=True)
             subprocess.run(command, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
         with open(run_dir / "eval.csv", newline="") as f:

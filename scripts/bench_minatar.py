@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchlib import train_command
+
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("breakout", "space_invaders", "asterix", "freeway", "seaquest")
 # DQN after 5M frames in the MinAtar paper's learning curves (Young & Tian 2019, figure 2),
@@ -46,24 +48,8 @@ COLUMNS = [
 
 def train(game: str, seed: int, run_dir: Path, args: argparse.Namespace) -> None:
     """One run of `muzero train`, stopped with SIGTERM after `args.minutes` of training."""
-    command = [
-        sys.executable,
-        "-m",
-        "muzero.cli",
-        "train",
-        "--config",
-        str(ROOT / "configs" / "minatar" / f"{game}.yaml"),
-        "--logdir",
-        str(run_dir),
-        "--set",
-        f"run.seed={seed}",
-        "--set",
-        f"run.eval_episodes={args.episodes}",
-        "--set",
-        f"run.eval_interval={args.eval_interval}",
-    ]
-    for override in args.set:
-        command += ["--set", override]
+    settings = [f"run.eval_episodes={args.episodes}", f"run.eval_interval={args.eval_interval}", *args.set]
+    command = train_command(ROOT / "configs" / "minatar" / f"{game}.yaml", run_dir, seed, settings)
     print(f"{game} seed {seed}: {' '.join(command[2:])}", flush=True)
     process = subprocess.Popen(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     started = time.time()

@@ -55,3 +55,16 @@ def checkpoint_files(*steps: int) -> set[str]:
             f"state-{step}.pkl",
         )
     }
+
+
+def load_script(name: str):
+    """scripts/NAME.py as a module, as `python scripts/NAME.py` sees it: scripts/ first on sys.path."""
+    import importlib.util
+
+    scripts = str(ROOT / "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -14,7 +14,7 @@ from muzero.envs import EnvironmentSpec, check_environment, make_environment, re
 from muzero.envs.base import EnvironmentSpecError
 from muzero.envs.minatar import MinAtarEnvironment, MinAtarSettings
 from muzero.game import Game
-from tests.helpers import ROOT, muzero_command
+from tests.helpers import ROOT, load_script, muzero_command
 
 TINY = str(ROOT / "configs" / "minatar" / "tiny.yaml")
 CONFIGS = ("breakout", "space_invaders", "asterix", "freeway", "seaquest")
@@ -125,13 +125,10 @@ def test_tiny_minatar_run_leaves_a_video_per_evaluation_and_evaluate_records_epi
 
 
 def test_bench_minatar_reads_a_runs_curve_and_plots_it(tmp_path):
-    import importlib.util
     import subprocess
     import sys
 
-    spec = importlib.util.spec_from_file_location("bench_minatar", ROOT / "scripts" / "bench_minatar.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench_minatar")
     run_dir = tmp_path / "breakout-seed-0"
     run_dir.mkdir()
     (run_dir / "eval.csv").write_text(

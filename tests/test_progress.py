@@ -51,7 +51,7 @@ def test_progress_line_before_the_first_game_shows_dashes(lines, monkeypatch):
 
 
 def test_progress_line_percent_and_eta(lines, monkeypatch):
-    clock = iter([0.0, 10.0, 20.0])
+    clock = iter([0.0, 10.0, 20.0, 30.0])
     monkeypatch.setattr(progress.time, "time", lambda: next(clock))
     reporter = ProgressReporter(training_steps=200, every_seconds=5, step=0, moves=0, started=0.0)
     reporter.add_return(10.0)
@@ -64,6 +64,11 @@ def test_progress_line_percent_and_eta(lines, monkeypatch):
     # Second: 50 steps in 20 s = 2.5 steps/s over the window; 150 steps left: 60 s.
     assert lines[1].startswith("step 50/200 (25.0%) ETA 0:01:00 |")
     assert "loss 1.000 (v 0.500 r 0.250 p 0.250)" in lines[1] and "batch 0.25 of a step" in lines[1]
+    # With the consistency loss on, its part follows the others.
+    reporter.maybe_print(
+        step=60, games=3, moves=240, metrics=dict(metrics, **{"loss/consistency": 0.125}), batch_fraction=0.25
+    )
+    assert "loss 1.000 (v 0.500 r 0.250 p 0.250 c 0.125)" in lines[2]
 
 
 def test_log_to_file_appends_absl_lines(tmp_path):

@@ -59,6 +59,34 @@ def test_sample_batch_pads_actions_and_masks_absorbing_policy():
     np.testing.assert_allclose(batch.target_reward[rows[0]], [0.0, 1.0, 1.0, 0.0])
 
 
+def test_consistency_batches_carry_the_observations_along_the_unroll():
+    config = MuZeroConfig(
+        game=GameConfig(discount=1.0),
+        train=TrainConfig(batch_size=32, consistency_loss_weight=1.0),
+        replay=ReplayConfig(window_size=10),
+    )
+    buffer = ReplayBuffer(config, np.random.default_rng(0))
+    buffer.save_game(_game(2))
+    batch = buffer.sample_batch(num_unroll_steps=3, td_steps=1)
+    assert batch.unroll_observation.shape == (32, 3, 2) and batch.unroll_mask.shape == (32, 3)
+    seen = set()
+    for row in range(32):
+        i = int(batch.observation[row, 0])  # the observation encodes its position
+        seen.add(i)
+        # Observations i + 1, i + 2, i + 3 of a 2-move game (3 states: 0, 1, 2), clipped to
+        # the last state 2; the mask keeps the states up to and including the final one:
+        # from 0: states 1, 2, (2) with mask 1, 1, 0; from 1: 2, (2), (2) with mask 1, 0, 0.
+        np.testing.assert_array_equal(batch.unroll_observation[row, :, 0], [min(i + k, 2) for k in (1, 2, 3)])
+        np.testing.assert_array_equal(batch.unroll_mask[row], [1.0 if i + k <= 2 else 0.0 for k in (1, 2, 3)])
+    assert seen == {0, 1}
+    # Off (the default): no unroll observations, and the same positions drawn.
+    plain = _buffer(batch_size=32)
+    plain.save_game(_game(2))
+    plain_batch = plain.sample_batch(num_unroll_steps=3, td_steps=1)
+    assert plain_batch.unroll_observation is None and plain_batch.unroll_mask is None
+    np.testing.assert_array_equal(plain_batch.observation, batch.observation)
+
+
 @pytest.mark.parametrize("sample_by, expected_long_share", [("position", 9 / 10), ("game", 1 / 2)])
 def test_sample_game_weights(sample_by, expected_long_share):
     buffer = _buffer(sample_by=sample_by, seed=1)

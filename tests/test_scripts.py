@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -102,11 +104,7 @@ def test_bench_scaling_prints_a_table(tmp_path):
 
 
 def test_bench_boardgames_curve_and_plot_from_a_run(tictactoe_tiny_run, tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_boardgames", ROOT / "scripts" / "bench_boardgames.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench_boardgames")
     # The shared run evaluated 4 games against the random player at step 20: one curve point,
     # its fractions summing to 1 and its score win + draw / 2.
     (point,) = bench.curve(tictactoe_tiny_run, seed=0)
@@ -115,3 +113,14 @@ def test_bench_boardgames_curve_and_plot_from_a_run(tictactoe_tiny_run, tmp_path
     assert point["score"] == point["win"] + 0.5 * point["draw"]
     bench.plot([point, dict(point, opponent="perfect")], tmp_path / "score.png", "test")
     assert (tmp_path / "score.png").stat().st_size > 10_000
+
+
+def test_train_command_of_the_benchmarks(tmp_path):
+    benchlib = load_script("benchlib")
+    command = benchlib.train_command("c.yaml", tmp_path / "run", 3, ["a.b=1", "c=2"])
+    # This interpreter runs the CLI module; the seed comes first among the overrides, then
+    # the overrides in the order given, each behind its own --set.
+    assert command == [
+        sys.executable, "-m", "muzero.cli", "train", "--config", "c.yaml", "--logdir", str(tmp_path / "run"),
+        "--set", "run.seed=3", "--set", "a.b=1", "--set", "c=2",
+    ]  # fmt: skip

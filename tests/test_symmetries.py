@@ -82,6 +82,12 @@ def test_augment_batch_maps_observation_actions_and_policies():
     np.testing.assert_allclose(out.target_policy[0], [[0.1, 0.2, 0.7], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
     assert out.target_value is batch.target_value and out.policy_mask is batch.policy_mask
     assert batch.observation.tolist() == [[1.0, 2.0, 3.0, 1.0]]  # the input is not modified
+    assert out.unroll_observation is None
+    # With the consistency loss's observations along the unroll: the same mirror on each,
+    # [[4, 5, 6, 0], [7, 8, 9, 1]] -> [[6, 5, 4, 0], [9, 8, 7, 1]].
+    unrolled = np.array([[[4.0, 5.0, 6.0, 0.0], [7.0, 8.0, 9.0, 1.0]]], np.float32)
+    out = augment_batch(batch._replace(unroll_observation=unrolled), (mirror,), np.random.default_rng(0))
+    assert out.unroll_observation.tolist() == [[[6.0, 5.0, 4.0, 0.0], [9.0, 8.0, 7.0, 1.0]]]
 
 
 def test_augment_batch_draws_every_symmetry():

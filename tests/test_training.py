@@ -12,7 +12,7 @@ from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
 from muzero.gradient_scaling import scale_gradient
 from muzero.networks.mlp import MLPNetwork
 from muzero.replay import Batch
-from muzero.training import Learner, learning_rate, make_optimizer, muzero_loss
+from muzero.training import Learner, consistency_loss, learning_rate, make_optimizer, muzero_loss
 
 
 class TestScaleGradient:
@@ -322,3 +322,69 @@ def test_learner_returns_the_initial_value_for_priorities():
         rtol=1e-5,
         atol=1e-6,
     )
+
+
+class TestConsistencyLoss:
+    def test_cosine_by_hand(self):
+        predicted = tf.constant([[1.0, 0.0], [2.0, 2.0], [1.0, 0.0], [3.0, 4.0]])
+        target = tf.constant([[1.0, 1.0], [5.0, 5.0], [-1.0, 0.0], [3.0, 4.0]])
+        mask = tf.constant([1.0, 1.0, 1.0, 0.0])
+        # 1 - cos: 45 degrees 1 - 1/sqrt(2) = 0.29289; same direction (any length) 0;
+        # opposite 1 - (-1) = 2; the masked row 0 whatever it holds.
+        np.testing.assert_allclose(
+            consistency_loss(predicted, target, mask).numpy(), [1 - 2**-0.5, 0.0, 2.0, 0.0], atol=1e-6
+        )
+
+    def test_no_gradient_through_the_target(self):
+        predicted, target = tf.Variable([[1.0, 0.0]]), tf.Variable([[1.0, 1.0]])
+        with tf.GradientTape() as tape:
+            loss = consistency_loss(predicted, target, tf.ones([1]))
+        grad_predicted, grad_target = tape.gradient(loss, [predicted, target])
+        # d(1 - cos)/dp at p = (1, 0), t = (1, 1): -(t/|t| - cos * p/|p|) / |p| = -(0.7071 - 0.7071, 0.7071) = (0, -0.7071).
+        np.testing.assert_allclose(grad_predicted.numpy(), [[0.0, -(2**-0.5)]], atol=1e-6)
+        assert grad_target is None
+
+    def test_muzero_loss_adds_weighted_cosines_of_the_unrolled_states(self):
+        _, network, batch = _setup(0)
+        rng = np.random.default_rng(5)
+        unrolled = rng.normal(size=(6, K, 4)).astype(np.float32)
+        mask = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0], [1, 1, 1]], np.float32)
+        batch = batch._replace(unroll_observation=unrolled, unroll_mask=mask)
+        plain, _, _ = muzero_loss(network, batch, 0.0)
+        with_consistency, metrics, _ = muzero_loss(network, batch, 0.0, consistency_loss_weight=2.0)
+
+        # Independently, on the Keras models: the dynamics' min-max scaled state after k real
+        # actions against the scaled representation of the k-th unrolled observation.
+        def minmax(s):
+            low, high = tf.reduce_min(s, -1, keepdims=True), tf.reduce_max(s, -1, keepdims=True)
+            return (s - low) / tf.maximum(high - low, 1e-5)
+
+        def unit(x):
+            return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+        state = minmax(network.representation(batch.observation)["state"])
+        expected = np.zeros(6)
+        for k in range(1, K + 1):
+            state = minmax(network.dynamics(tf.concat([state, tf.one_hot(batch.actions[:, k - 1], 2)], -1))["state"])
+            target = minmax(network.representation(unrolled[:, k - 1])["state"]).numpy()
+            expected += (1 - np.sum(unit(state.numpy()) * unit(target), -1)) * mask[:, k - 1]
+        # The loss value is the plain one plus w * the batch mean of the summed step cosines
+        # (the 1/K of recurrent steps scales gradients, not values, as for the other parts).
+        assert float(metrics["consistency"]) == pytest.approx(expected.mean(), rel=1e-5)
+        assert float(with_consistency) - float(plain) == pytest.approx(2.0 * expected.mean(), rel=1e-4)
+
+    def test_learner_trains_with_it_without_retracing(self):
+        config, network, batch = _setup(3)
+        config = config.replace(train=dataclasses.replace(config.train, consistency_loss_weight=1.0))
+        learner = Learner(config, network)
+        scalar = np.zeros(batch.target_value.shape[:2], np.float32)
+        unrolled = np.random.default_rng(1).normal(size=(6, K, 4)).astype(np.float32)
+        batch = batch._replace(
+            target_value=scalar,
+            target_reward=scalar,
+            unroll_observation=unrolled,
+            unroll_mask=np.ones((6, K), np.float32),
+        )
+        for size in (6, 3):
+            metrics = learner.train_step(Batch(*(None if x is None else x[:size] for x in batch)))
+        assert learner.tracing_count() == 1 and 0.0 <= metrics["loss/consistency"] <= 2.0 * K
