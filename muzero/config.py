@@ -178,10 +178,12 @@ class TrainConfig:
     # Reanalyse: 0.25, so that the value does not overfit re-used positions; 1 in the
     # pseudocode).
     value_loss_weight: float = field(default=1.0, metadata=_range(min=0.0))
-    # Not in MuZero: EfficientZero's (Ye et al. 2021) self-supervised consistency loss. With
-    # a weight w > 0, each unroll step k >= 1 adds w * (1 - cosine(dynamics state s_k,
-    # representation of the real observation o_{t+k}, no gradient)) to its loss, so that the
-    # learned model keeps track of the real game between the sparse rewards. 0: MuZero.
+    # Not in MuZero: an EfficientZero-style (Ye et al. 2021) self-supervised consistency loss,
+    # without its projection and prediction heads. With a weight w > 0, each unroll step
+    # k >= 1 adds w * (1 - cosine(dynamics state s_k, representation of the real observation
+    # o_{t+k}, no gradient)) to its loss, so that the learned model keeps track of the real
+    # game between sparse rewards. Each batch then holds B * K more observations (stacked
+    # Atari frames: gigabytes at the paper's batch size). 0: MuZero.
     consistency_loss_weight: float = field(default=0.0, metadata=_range(min=0.0))
     # Resnet: compute in bfloat16 with float32 weights (Keras "mixed_bfloat16"); for GPUs.
     # Self-play without a GPU searches in float32 whatever this says. The MLP ignores it.

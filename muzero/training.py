@@ -69,11 +69,15 @@ def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
 # only by the value, reward and policy they predict, which in a board game say little
 # until a line is nearly complete. Asking the state the dynamics reach after k real
 # actions to point the same way as the representation of the real observation there
-# (cosine similarity; the target gets no gradient, as SimSiam's) gives every unroll
-# step a dense signal about the game itself. EfficientZero adds projection heads;
-# here the two hidden states are compared directly.
+# (the target gets no gradient) gives every unroll step a dense signal about the game
+# itself. EfficientZero-style, not EfficientZero's: it compares projections, with a
+# prediction head on the dynamics side (SimSiam's asymmetry). Here the two hidden states
+# are compared directly, each centred on its own mean first: min-max scaled states have
+# no negative elements, so any two of them are already close in plain cosine (the loss
+# stayed near 0.03 in a tic-tac-toe run, docs/boardgames/consistency_uncentred/); centred, it is
+# their correlation. The value, reward and policy losses keep them from collapsing.
 def consistency_loss(predicted: tf.Tensor, target: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Per-sample negative cosine similarity, shifted to [0, 2].
+    """Per-sample 1 - cosine similarity of the centred states.
 
     Args:
       predicted: [B, *hidden_shape] hidden state from the dynamics function.
@@ -81,12 +85,16 @@ def consistency_loss(predicted: tf.Tensor, target: tf.Tensor, mask: tf.Tensor) -
       mask: [B] 1 where the real observation exists (inside the game), else 0.
 
     Returns:
-      [B]: (1 - cos(predicted, target)) * mask.
+      [B] in [0, 2]: (1 - cos(predicted - mean(predicted), target - mean(target))) * mask, the
+      means over each sample's elements.
     """
-    batch = tf.shape(predicted)[0]
-    predicted = tf.math.l2_normalize(tf.reshape(tf.cast(predicted, tf.float32), [batch, -1]), axis=-1)
-    target = tf.math.l2_normalize(tf.reshape(tf.stop_gradient(tf.cast(target, tf.float32)), [batch, -1]), axis=-1)
-    return (1.0 - tf.reduce_sum(predicted * target, axis=-1)) * mask
+
+    def centred_unit(x: tf.Tensor) -> tf.Tensor:
+        x = tf.reshape(tf.cast(x, tf.float32), [tf.shape(x)[0], -1])
+        return tf.math.l2_normalize(x - tf.reduce_mean(x, axis=-1, keepdims=True), axis=-1)
+
+    similarity = tf.reduce_sum(centred_unit(predicted) * centred_unit(tf.stop_gradient(target)), axis=-1)
+    return (1.0 - similarity) * mask
 
 
 # Why: MuZero trains its model only through what it predicts along real
@@ -148,7 +156,9 @@ def muzero_loss(
         # The representation of every real observation along the unroll, as one batch [B * K, ...].
         unrolled = batch.unroll_observation
         flat = tf.reshape(unrolled, tf.concat([[-1], tf.shape(unrolled)[2:]], axis=0))
-        target = network.initial_inference(flat, training=True).hidden_state
+        # Training mode, as the online pass (EfficientZero too): with batch norm (resnet), these
+        # observations also move the representation's averages; no prediction heads run.
+        target = network.represent(flat, training=True)
         consistency = tf.reshape(target, tf.concat([tf.shape(actions)[:2], tf.shape(target)[1:]], axis=0))
 
     loss = 0.0
@@ -322,6 +332,11 @@ class Learner:
         shape = tuple(spec.shape[1:].as_list())
         batch = batch._replace(observation=np.reshape(batch.observation, (size, *shape)))
         if batch.unroll_observation is None:
+            if self.config.train.consistency_loss_weight > 0:
+                raise ValueError(
+                    "train.consistency_loss_weight > 0 needs batches with unroll_observation "
+                    "(ReplayBuffer.sample_batch adds them under that config)"
+                )
             batch = batch._replace(
                 unroll_observation=np.zeros((size, 0, *shape), spec.dtype.as_numpy_dtype),
                 unroll_mask=np.zeros((size, 0), np.float32),

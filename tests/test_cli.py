@@ -292,6 +292,29 @@ def test_tiny_run_writes_hparams_eval_length_env_step_returns_and_log(tiny_run):
         assert "cudart_stub" not in stderr and "cuInit" not in stderr
 
 
+@pytest.mark.slow
+def test_run_with_the_consistency_loss_logs_it_and_its_value_histograms(tmp_path):
+    import tensorflow as tf
+
+    # A batch of 300 rows, more than the 256 that value histograms keep: every field of the
+    # kept rows, the unroll observations too, must be cut alike (the last step writes them).
+    settings = ["train.consistency_loss_weight=1.0", "train.batch_size=300", "train.training_steps=4"]
+    result = muzero(
+        "train", "--config", TINY, "--logdir", str(tmp_path / "run"), *(a for s in settings for a in ("--set", s))
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = [
+        (event.step, value)
+        for path in (tmp_path / "run").glob("events.out.tfevents.*")
+        for event in tf.compat.v1.train.summary_iterator(str(path))
+        for value in event.summary.value
+    ]
+    consistency = [float(tf.make_ndarray(v.tensor)) for _, v in values if v.tag == "loss/consistency"]
+    # Summed over the K = 3 recurrent steps of configs/tiny.yaml, each 1 - cosine in [0, 2].
+    assert consistency and all(0.0 <= c <= 6.0 for c in consistency)
+    assert {step for step, v in values if v.tag == "values/predicted"} == {4}
+
+
 def test_print_config_merges_files_from_another_folder_and_writes_nothing(tmp_path):
     (tmp_path / "fast.yaml").write_text("train:\n  batch_size: 4\n  td_steps: 2\ngame:\n  action_space_size: null\n")
     result = muzero(

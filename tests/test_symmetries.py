@@ -90,6 +90,31 @@ def test_augment_batch_maps_observation_actions_and_policies():
     assert out.unroll_observation.tolist() == [[[6.0, 5.0, 4.0, 0.0], [9.0, 8.0, 7.0, 1.0]]]
 
 
+def test_augment_batch_maps_each_unroll_by_its_rows_symmetry():
+    # Identity or mirror per row, over many rows: a row's unrolled observations are mirrored
+    # exactly when its observation is. Row r holds [r, r + 0.5, r + 0.25, 1] at k = 0 and
+    # [r + k, ...] along the unroll, so a mirrored row starts with r + 0.25 instead of r.
+    identity, mirror = Symmetry((0, 1, 2, 3), (0, 1, 2)), Symmetry((2, 1, 0, 3), (2, 1, 0))
+    rows = 200
+    base = np.arange(rows, dtype=np.float32)[:, None] + np.array([0.0, 0.5, 0.25, 1.0], np.float32)
+    unrolled = base[:, None, :] + np.array([1.0, 2.0], np.float32)[None, :, None] * [1, 1, 1, 0]
+    batch = Batch(
+        observation=base,
+        actions=np.zeros((rows, 2), np.int32),
+        target_value=np.zeros((rows, 3)),
+        target_reward=np.zeros((rows, 3)),
+        target_policy=np.zeros((rows, 3, 3), np.float32),
+        policy_mask=np.ones((rows, 3), np.float32),
+        unroll_observation=unrolled,
+    )
+    out = augment_batch(batch, (identity, mirror), np.random.default_rng(1))
+    mirrored = out.observation[:, 0] != base[:, 0]
+    assert 60 < mirrored.sum() < 140  # both drawn (binomial(200, 1/2): sd ~7)
+    for row in range(rows):
+        expected = unrolled[row][:, [2, 1, 0, 3]] if mirrored[row] else unrolled[row]
+        np.testing.assert_array_equal(out.unroll_observation[row], expected)
+
+
 def test_augment_batch_draws_every_symmetry():
     # 8 symmetries, 4,000 rows: each drawn about 500 times (binomial sd ~21).
     symmetries = OpenSpielEnvironment("tic_tac_toe").symmetries

@@ -325,23 +325,26 @@ def test_learner_returns_the_initial_value_for_priorities():
 
 
 class TestConsistencyLoss:
-    def test_cosine_by_hand(self):
-        predicted = tf.constant([[1.0, 0.0], [2.0, 2.0], [1.0, 0.0], [3.0, 4.0]])
-        target = tf.constant([[1.0, 1.0], [5.0, 5.0], [-1.0, 0.0], [3.0, 4.0]])
-        mask = tf.constant([1.0, 1.0, 1.0, 0.0])
-        # 1 - cos: 45 degrees 1 - 1/sqrt(2) = 0.29289; same direction (any length) 0;
-        # opposite 1 - (-1) = 2; the masked row 0 whatever it holds.
+    def test_cosine_of_centred_states_by_hand(self):
+        predicted = tf.constant([[1.0, 0.0, 0.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [5.0, 0.0, 1.0]])
+        target = tf.constant([[0.0, 1.0, 0.0], [11.0, 12.0, 13.0], [0.0, 2.0, 4.0], [3.0, 2.0, 1.0], [0.0, 1.0, 0.0]])
+        mask = tf.constant([1.0, 1.0, 1.0, 1.0, 0.0])
+        # Centred: (2, -1, -1)/3 against (-1, 2, -1)/3: cos = (-2 - 2 + 1) / 6 = -0.5, loss 1.5.
+        # (1, 2, 3) against (11, 12, 13) or (0, 2, 4): both centre to multiples of (-1, 0, 1): 0.
+        # Against (3, 2, 1): (-1, 0, 1) and (1, 0, -1), opposite: 2. The masked row: 0.
         np.testing.assert_allclose(
-            consistency_loss(predicted, target, mask).numpy(), [1 - 2**-0.5, 0.0, 2.0, 0.0], atol=1e-6
+            consistency_loss(predicted, target, mask).numpy(), [1.5, 0.0, 0.0, 2.0, 0.0], atol=1e-6
         )
 
     def test_no_gradient_through_the_target(self):
-        predicted, target = tf.Variable([[1.0, 0.0]]), tf.Variable([[1.0, 1.0]])
+        predicted, target = tf.Variable([[1.0, 0.0, 0.0]]), tf.Variable([[0.0, 1.0, 0.0]])
         with tf.GradientTape() as tape:
             loss = consistency_loss(predicted, target, tf.ones([1]))
         grad_predicted, grad_target = tape.gradient(loss, [predicted, target])
-        # d(1 - cos)/dp at p = (1, 0), t = (1, 1): -(t/|t| - cos * p/|p|) / |p| = -(0.7071 - 0.7071, 0.7071) = (0, -0.7071).
-        np.testing.assert_allclose(grad_predicted.numpy(), [[0.0, -(2**-0.5)]], atol=1e-6)
+        # u = centred p = (2, -1, -1)/3, |u| = sqrt(6)/3; unit vectors û = (2, -1, -1)/sqrt(6),
+        # v̂ = (-1, 2, -1)/sqrt(6), cos = -0.5. d(1 - cos)/du = -(v̂ - cos û)/|u|
+        # = -(0, 1.5, -1.5)/sqrt(6) * 3/sqrt(6) = (0, -0.75, 0.75), already centred, so d/dp too.
+        np.testing.assert_allclose(grad_predicted.numpy(), [[0.0, -0.75, 0.75]], atol=1e-6)
         assert grad_target is None
 
     def test_muzero_loss_adds_weighted_cosines_of_the_unrolled_states(self):
@@ -359,7 +362,8 @@ class TestConsistencyLoss:
             low, high = tf.reduce_min(s, -1, keepdims=True), tf.reduce_max(s, -1, keepdims=True)
             return (s - low) / tf.maximum(high - low, 1e-5)
 
-        def unit(x):
+        def unit(x):  # centred on each row's mean, then unit length
+            x = x - x.mean(-1, keepdims=True)
             return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
         state = minmax(network.representation(batch.observation)["state"])

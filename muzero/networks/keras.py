@@ -43,6 +43,10 @@ class KerasNetwork(Network):
         """Batch-norm moving averages (resnet); none in the MLP."""
         return [v for model in self.models.values() for v in model.non_trainable_variables]
 
+    def represent(self, observation, training: bool = False) -> tf.Tensor:
+        """The representation function h alone, scaled as `initial_inference`'s hidden state."""
+        raise NotImplementedError
+
     def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
         if self.support_size == 0:
             return logits[:, 0]

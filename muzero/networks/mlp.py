@@ -63,9 +63,13 @@ class MLPNetwork(KerasNetwork):
         self.steps = 0
 
     # `training` is part of the interface shared with `ResNetwork`; no layer here depends on it.
-    def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
+    def represent(self, observation, training: bool = False) -> tf.Tensor:
+        """The representation function alone: [B, *observation_shape] -> scaled hidden state [B, H]."""
         x = tf.reshape(tf.convert_to_tensor(observation, tf.float32), (tf.shape(observation)[0], -1))
-        state = scale_hidden_state(self.representation(x)["state"])
+        return scale_hidden_state(self.representation(x)["state"])
+
+    def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
+        state = self.represent(observation, training)
         reward = tf.zeros(tf.shape(state)[:1])
         # The initial step has no incoming transition: its reward is 0 and carries no gradient.
         reward_logits = None

@@ -144,10 +144,12 @@ class ResNetwork(KerasNetwork):
             frames = frames / 255.0
         return frames if actions is None else tf.concat([frames, actions / float(self.action_space_size)], axis=-1)
 
+    def represent(self, observation, training: bool = False) -> tf.Tensor:
+        """The representation function alone: [B, H, W, C] images -> scaled hidden planes [B, h, w, planes]."""
+        return scale_hidden_state_planes(self.representation(self.scale_image(observation), training=training)["state"])
+
     def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
-        state = scale_hidden_state_planes(
-            self.representation(self.scale_image(observation), training=training)["state"]
-        )
+        state = self.represent(observation, training)
         # The initial step has no incoming transition: its reward is 0 and carries no gradient.
         return self._predict(state, tf.zeros(tf.shape(state)[:1]), None, training)
 
