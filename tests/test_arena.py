@@ -157,9 +157,11 @@ class OracleNetwork:
 
     def initial_inference(self, observation):
         hidden = []
-        for o in observation:  # planes (empty, o, x); x moved first: interleave x's and o's cells
+        for o in observation:  # planes (empty, opponent's, mover's), then the mover (1: o)
             planes = o[:27].reshape(3, 9)
-            xs, os_ = list(np.flatnonzero(planes[2])), list(np.flatnonzero(planes[1]))
+            x_plane, o_plane = (2, 1) if o[27] == 0 else (1, 2)
+            # x moved first: interleave x's and o's cells.
+            xs, os_ = list(np.flatnonzero(planes[x_plane])), list(np.flatnonzero(planes[o_plane]))
             moves = [cell for pair in zip(xs, os_ + [None]) for cell in pair if cell is not None]
             h = np.zeros(10)
             h[: len(moves)] = np.array(moves) + 1

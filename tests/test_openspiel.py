@@ -36,6 +36,35 @@ def test_tic_tac_toe_moves_players_and_returns():
         env.step(5)
 
 
+@pytest.mark.parametrize("name", ["tic_tac_toe", "connect_four"])
+def test_player_planes_are_where_openspiel_puts_each_players_stones(name):
+    env = OpenSpielEnvironment(name)
+    env.reset()
+    shape = env.game.observation_tensor_shape()
+    for player in (0, 1):
+        before = np.asarray(env.state.observation_tensor(0)).reshape(shape[0], -1).sum(-1)
+        env.state.apply_action(env.legal_actions()[0])
+        after = np.asarray(env.state.observation_tensor(0)).reshape(shape[0], -1).sum(-1)
+        # The raw tensor: the mover's plane gains the one stone played.
+        assert after[env.player_planes[player]] - before[env.player_planes[player]] == 1
+
+
+def test_the_board_is_seen_from_the_player_to_move():
+    env = OpenSpielEnvironment("tic_tac_toe")
+    env.reset()
+    # Planes (empty, o, x) of 9 cells; seen from the mover, plane 2 holds the mover's stones
+    # and plane 1 the opponent's. x plays cell 0: o to move sees [0] as the opponent's.
+    observation = env.step(0)[0]
+    assert observation[-1] == 1 and np.flatnonzero(observation[9:18]).tolist() == [0]
+    assert observation[18:27].sum() == 0
+    # o plays cell 4: x to move sees its own stone at 0 (plane 2) and o's at 4 (plane 1).
+    observation = env.step(4)[0]
+    assert observation[-1] == 0
+    assert np.flatnonzero(observation[18:27]).tolist() == [0] and np.flatnonzero(observation[9:18]).tolist() == [4]
+    # The empty plane is the same for both: 7 empty cells.
+    assert observation[:9].sum() == 7
+
+
 def test_a_draw_gives_no_reward_and_a_loss_is_the_opponents_win():
     env = OpenSpielEnvironment("tic_tac_toe")
     env.reset()

@@ -9,7 +9,11 @@ What MuZero sees (conventions for two players, see `Game.make_target` and the se
 `two_player_rule`):
 * observation: the game's observation tensor for the player to move, flattened, then
   one more element holding that player (0 or 1), so that a network can tell whose move
-  it is even where the tensor is the same for both (tic-tac-toe's is).
+  it is even where the tensor is the same for both (tic-tac-toe's is). Where the planes
+  of each player's stones are known (`_PLAYER_PLANES`: tic-tac-toe, connect four), the
+  board is seen from the player to move, as AlphaZero's and MuZero's board inputs: the
+  mover's stones in the first player's plane, the opponent's in the other, so that "my
+  line" is one pattern for both players. Other games keep OpenSpiel's tensor as it is.
 * reward: the mover's, from `state.rewards()` after the move: +1 for the winning move,
   -1 for a move that loses, 0 otherwise (draws included).
 * to_play: `state.current_player()`; after the end, the player who would move next.
@@ -101,15 +105,21 @@ class OpenSpielEnvironment:
         self.observation_shape = (int(np.prod(self.game.observation_tensor_shape())) + 1,)
         self.state = self.game.new_initial_state()
         self.symmetries = game_symmetries(self.game)
+        self.player_planes = player_planes(self.game)
 
     def reset(self) -> np.ndarray:
         self.state = self.game.new_initial_state()
         return self.observation()
 
     def observation(self) -> np.ndarray:
-        """The observation tensor for the player to move, flattened, then that player."""
+        """The observation tensor for the player to move, flattened, then that player; the
+        two players' stone planes swapped when player 1 is to move (`player_planes`)."""
         player = self.to_play()
         tensor = np.asarray(self.state.observation_tensor(player), np.float32)
+        if self.player_planes is not None and player == 1:
+            planes = tensor.reshape(self.game.observation_tensor_shape()[0], -1)
+            first, second = self.player_planes
+            planes[[first, second]] = planes[[second, first]]
         return np.append(tensor, np.float32(player))
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool]:
@@ -154,6 +164,17 @@ class OpenSpielEnvironment:
 # (actions are cells), the left-right mirror for connect four (actions are columns; an
 # upside-down board would break gravity). Other games: none known here.
 _SYMMETRIC_GAMES = {"tic_tac_toe": ("cells", True), "connect_four": ("columns", False)}
+
+
+# The observation planes holding player 0's and player 1's stones (tests/test_openspiel.py
+# checks them against OpenSpiel's tensors). Other games: not known here.
+_PLAYER_PLANES = {"tic_tac_toe": (2, 1), "connect_four": (0, 1)}
+
+
+def player_planes(game) -> tuple[int, int] | None:
+    """(plane of player 0's stones, plane of player 1's) in the game's observation tensor,
+    [planes, rows, cols]; None when not known."""
+    return _PLAYER_PLANES.get(game.get_type().short_name)
 
 
 def game_symmetries(game) -> tuple[Symmetry, ...]:
