@@ -147,6 +147,11 @@ class NetworkConfig:
     # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
     # integers -n..n after the h(x) transform, trained with cross-entropy.
     support_size: int = field(default=10, metadata=_range(min=0))
+    # With support_size > 0: squash values and rewards by h(x) before the support (the
+    # paper's Atari). false: the support holds them as they are; for board games, whose
+    # values lie in -1..1, 3 bins (support_size 1) are then win / draw / loss classes (with
+    # h, +1 puts only 0.41 of its mass on the top bin and 0.59 on the draw bin).
+    value_transform: bool = True
 
 
 @dataclass(frozen=True)

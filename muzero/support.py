@@ -5,6 +5,9 @@ written as a "two-hot" distribution over the integers -n..n: the two neighbourin
 integers share the probability mass in proportion to closeness. The network predicts
 logits over those 2n + 1 bins; the scalar back is h^-1 of the distribution's mean.
 
+With `network.value_transform: false` the support holds the scalars as they are (no h):
+board games' values and rewards in -1..1 on 3 bins become win / draw / loss classes.
+
 Numpy versions serve self-play and target building; `support_to_scalar_tf` serves the
 TensorFlow network. They compute the same formulas (tests check both).
 """
@@ -34,17 +37,18 @@ def h_inverse(y: np.ndarray) -> np.ndarray:
     return np.sign(y) * (root**2 - 1.0)
 
 
-def scalar_to_support(x: np.ndarray, support_size: int) -> np.ndarray:
+def scalar_to_support(x: np.ndarray, support_size: int, transform: bool = True) -> np.ndarray:
     """Two-hot encoding of h(x) over the integers -support_size..support_size.
 
     Args:
       x: scalars, any shape S.
       support_size: n; values of h(x) outside [-n, n] are clipped.
+      transform: false: encode x itself, not h(x).
 
     Returns:
       float32 array of shape S + [2n + 1], each row summing to 1.
     """
-    y = np.clip(h(x), -support_size, support_size)
+    y = np.clip(h(x) if transform else np.asarray(x, np.float64), -support_size, support_size)
     floor = np.floor(y)
     upper_weight = y - floor
     lower_index = (floor + support_size).astype(np.int64)
@@ -57,18 +61,22 @@ def scalar_to_support(x: np.ndarray, support_size: int) -> np.ndarray:
     return out
 
 
-def support_to_scalar(probabilities: np.ndarray, support_size: int) -> np.ndarray:
-    """h^-1 of the mean of a distribution over -n..n; shape [..., 2n + 1] -> [...]."""
+def support_to_scalar(probabilities: np.ndarray, support_size: int, transform: bool = True) -> np.ndarray:
+    """h^-1 of the mean of a distribution over -n..n (the mean itself when not `transform`);
+    shape [..., 2n + 1] -> [...]."""
     bins = np.arange(-support_size, support_size + 1, dtype=np.float64)
-    return h_inverse(np.sum(np.asarray(probabilities, np.float64) * bins, axis=-1))
+    mean = np.sum(np.asarray(probabilities, np.float64) * bins, axis=-1)
+    return h_inverse(mean) if transform else mean
 
 
-def support_to_scalar_tf(logits, support_size: int):
+def support_to_scalar_tf(logits, support_size: int, transform: bool = True):
     """TensorFlow twin of `support_to_scalar` that takes logits: [..., 2n + 1] -> [...]."""
     import tensorflow as tf
 
     probabilities = tf.nn.softmax(logits, axis=-1)
     bins = tf.range(-support_size, support_size + 1, dtype=probabilities.dtype)
     y = tf.reduce_sum(probabilities * bins, axis=-1)
+    if not transform:
+        return y
     root = (tf.sqrt(1.0 + 4.0 * EPSILON * (tf.abs(y) + 1.0 + EPSILON)) - 1.0) / (2.0 * EPSILON)
     return tf.sign(y) * (tf.square(root) - 1.0)

@@ -347,8 +347,8 @@ class Learner:
         if n == 0:
             return batch
         return batch._replace(
-            target_value=scalar_to_support(batch.target_value, n),
-            target_reward=scalar_to_support(batch.target_reward, n),
+            target_value=scalar_to_support(batch.target_value, n, self.config.network.value_transform),
+            target_reward=scalar_to_support(batch.target_reward, n, self.config.network.value_transform),
         )
 
     def train_step(self, batch: Batch) -> dict[str, float | np.ndarray]:

@@ -30,11 +30,17 @@ def test_min_max_scaling_by_hand():
     np.testing.assert_allclose(scale_hidden_state(tf.constant(state)).numpy(), expected)
 
 
-@pytest.mark.parametrize("support_size, activation", [(3, "elu"), (0, "relu"), (10, "tanh")])
-def test_numpy_mirror_equals_keras(support_size, activation):
+@pytest.mark.parametrize(
+    "support_size, activation, transform", [(3, "elu", True), (0, "relu", True), (10, "tanh", True), (1, "elu", False)]
+)
+def test_numpy_mirror_equals_keras(support_size, activation, transform):
     config = MuZeroConfig(
         network=NetworkConfig(
-            hidden_state_size=6, hidden_layers=(16, 8), activation=activation, support_size=support_size
+            hidden_state_size=6,
+            hidden_layers=(16, 8),
+            activation=activation,
+            support_size=support_size,
+            value_transform=transform,
         )
     )
     network = _perturbed_network(config)

@@ -69,3 +69,17 @@ def test_paper_support_of_601_bins():
     assert beyond[0, -1] == pytest.approx(1.0) and beyond[1, 0] == pytest.approx(1.0)
     assert support_to_scalar(beyond[0], 300) == pytest.approx(h_inverse(300.0))
     assert h_inverse(300.0) == pytest.approx(58_705.58, abs=0.01)
+
+
+def test_without_the_transform_board_values_are_win_draw_loss_classes():
+    # network.value_transform: false, 3 bins over -1..1: +1, 0, -1 are one-hot on bins 1, 0,
+    # -1 (indices 2, 1, 0); 0.5 splits half and half between 0 and 1.
+    support = scalar_to_support(np.array([1.0, 0.0, -1.0, 0.5]), 1, transform=False)
+    np.testing.assert_allclose(support, [[0, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0.5, 0.5]], atol=1e-7)
+    # With h, +1 becomes h(1) = sqrt(2) - 1 + 0.001 = 0.41521: only that much on the top bin.
+    np.testing.assert_allclose(scalar_to_support(np.array([1.0]), 1)[0], [0, 0.58479, 0.41521], atol=1e-5)
+    # Back: the mean of the bins itself, (0.2 * -1 + 0.7 * 1) = 0.5, in numpy and TensorFlow.
+    probabilities = np.array([0.2, 0.1, 0.7])
+    assert support_to_scalar(probabilities, 1, transform=False) == pytest.approx(0.5)
+    logits = tf.math.log(tf.constant([probabilities]))
+    assert float(support_to_scalar_tf(logits, 1, transform=False)[0]) == pytest.approx(0.5, rel=1e-6)

@@ -28,6 +28,7 @@ class KerasNetwork(Network):
     dynamics: keras.Model
     prediction: keras.Model
     support_size: int
+    value_transform: bool = True  # h(x) before the support (`network.value_transform`)
     steps: int
 
     @property
@@ -50,7 +51,7 @@ class KerasNetwork(Network):
     def _scalar(self, logits: tf.Tensor) -> tf.Tensor:
         if self.support_size == 0:
             return logits[:, 0]
-        return support_to_scalar_tf(logits, self.support_size)
+        return support_to_scalar_tf(logits, self.support_size, self.value_transform)
 
     def _predict(
         self, hidden_state: tf.Tensor, reward: tf.Tensor, reward_logits: tf.Tensor | None, training: bool = False

@@ -44,6 +44,7 @@ class MLPNetwork(KerasNetwork):
         self.hidden_shape = (net.hidden_state_size,)
         self.action_space_size = action_space_size
         self.support_size = net.support_size
+        self.value_transform = net.value_transform
         self.activation = net.activation
         bins = num_bins(net.support_size)
         size = net.hidden_state_size
@@ -106,4 +107,5 @@ class MLPNetwork(KerasNetwork):
             self.support_size,
             self.activation,
             self.steps if steps is None else steps,
+            self.value_transform,
         )

@@ -43,9 +43,18 @@ class NumpyMLPNetwork(Network):
       support_size: n (0: scalar value and reward heads).
       activation: "relu", "elu" or "tanh", as in the Keras model.
       steps: training steps behind these weights.
+      value_transform: h(x) before the support (`network.value_transform`).
     """
 
-    def __init__(self, weights: Weights, action_space_size: int, support_size: int, activation: str, steps: int = 0):
+    def __init__(
+        self,
+        weights: Weights,
+        action_space_size: int,
+        support_size: int,
+        activation: str,
+        steps: int = 0,
+        value_transform: bool = True,
+    ):
         self._weights = {
             name: {layer: (np.asarray(k, np.float32), np.asarray(b, np.float32)) for layer, (k, b) in layers.items()}
             for name, layers in weights.items()
@@ -58,6 +67,7 @@ class NumpyMLPNetwork(Network):
         }
         self.action_space_size = action_space_size
         self.support_size = support_size
+        self.value_transform = value_transform
         self._activation = _ACTIVATIONS[activation]
         self._steps = steps
 
@@ -82,7 +92,7 @@ class NumpyMLPNetwork(Network):
         logits = head_output - head_output.max(axis=-1, keepdims=True)
         probabilities = np.exp(logits)
         probabilities /= probabilities.sum(axis=-1, keepdims=True)
-        return support_to_scalar(probabilities, self.support_size).astype(np.float32)
+        return support_to_scalar(probabilities, self.support_size, self.value_transform).astype(np.float32)
 
     def _predict(self, hidden_state: np.ndarray, reward: np.ndarray) -> NetworkOutput:
         x = self._trunk("prediction", hidden_state)

@@ -110,6 +110,7 @@ class ResNetwork(KerasNetwork):
     ):
         self.action_space_size = a = action_space_size
         self.support_size = net.support_size
+        self.value_transform = net.value_transform
         self.stacked_frames = stacked_frames
         self.image_shape = image_shape(stacked_frames, observation_shape)
         self.observation_spec = tf.TensorSpec([None, *self.image_shape], tf.as_dtype(observation_dtype))
