@@ -41,6 +41,11 @@ class Batch(NamedTuple):
     unroll_observation: np.ndarray | None = None
     unroll_mask: np.ndarray | None = None
 
+    def take(self, rows) -> Batch:
+        """The batch of the given rows (an index, slice or mask) of every field, as copies;
+        absent fields stay None."""
+        return Batch(*(None if field is None else np.array(field[rows]) for field in self))
+
 
 def priority(value: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Prioritized replay's priority of a position (paper appendix): |value - n-step value target|.

@@ -341,10 +341,8 @@ class Trainer:
             batch = self.batch_hook(batch)
         if self._histogram_step(self.learner.training_step + 1):
             rows = slice(0, HISTOGRAM_POSITIONS)
-            # Every field cut to the same rows (copies: the sampled arrays are not kept).
-            first_rows = Batch(*(None if field is None else np.array(field[rows]) for field in batch))
             self.histogram_batch = (
-                first_rows,
+                batch.take(rows),  # every field cut alike; copies, so the sampled arrays are not kept
                 np.array(batch.target_value[rows, 0], np.float32),
             )
         return batch

@@ -10,7 +10,7 @@ Documented choices (SPEC.md asks for them to be explicit):
   biases included, as `network.get_weights()` in the pseudocode.
 * Prioritized replay: each sample's summed step loss is multiplied by its importance
   weight before the batch mean (weights 1 without priorities: the same numbers).
-* Not MuZero, off by default: EfficientZero's consistency loss (`consistency_loss`).
+* Not MuZero, off by default: an EfficientZero-style consistency loss (`consistency_loss`).
 """
 
 from __future__ import annotations
@@ -346,9 +346,10 @@ class Learner:
             batch = batch._replace(unroll_observation=np.reshape(unrolled, (size, unrolled.shape[1], *shape)))
         if n == 0:
             return batch
+        transform = self.config.network.value_transform
         return batch._replace(
-            target_value=scalar_to_support(batch.target_value, n, self.config.network.value_transform),
-            target_reward=scalar_to_support(batch.target_reward, n, self.config.network.value_transform),
+            target_value=scalar_to_support(batch.target_value, n, transform),
+            target_reward=scalar_to_support(batch.target_reward, n, transform),
         )
 
     def train_step(self, batch: Batch) -> dict[str, float | np.ndarray]:

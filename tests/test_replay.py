@@ -364,3 +364,16 @@ def test_update_after_a_compaction_is_ignored():
     before = flat.priorities.copy()
     buffer.update_priorities(np.full(8, 99.0))
     np.testing.assert_array_equal(flat.priorities, before)
+
+
+def test_batch_take_cuts_every_field_alike():
+    buffer = _buffer(batch_size=6)
+    buffer.save_game(_game(3))
+    batch = buffer.sample_batch(num_unroll_steps=2, td_steps=1)
+    part = batch.take([4, 1])
+    # Rows 4 and 1 of each present field, in that order; the absent ones stay None.
+    for name in ("observation", "actions", "target_value", "target_reward", "target_policy", "policy_mask"):
+        np.testing.assert_array_equal(getattr(part, name), getattr(batch, name)[[4, 1]])
+    assert part.importance_weight is None and part.unroll_observation is None
+    part.observation[0, 0] = -99.0  # a copy: the batch is untouched
+    assert batch.observation[4, 0] != -99.0

@@ -90,6 +90,19 @@ def test_augment_batch_maps_observation_actions_and_policies():
     assert out.unroll_observation.tolist() == [[[6.0, 5.0, 4.0, 0.0], [9.0, 8.0, 7.0, 1.0]]]
 
 
+def _blank_batch(observation: np.ndarray, num_unroll_steps: int, num_actions: int) -> Batch:
+    """A batch around `observation` [B, D]: action 0 everywhere, zero targets, every policy masked in."""
+    rows, steps = len(observation), num_unroll_steps + 1
+    return Batch(
+        observation=observation,
+        actions=np.zeros((rows, num_unroll_steps), np.int32),
+        target_value=np.zeros((rows, steps)),
+        target_reward=np.zeros((rows, steps)),
+        target_policy=np.zeros((rows, steps, num_actions), np.float32),
+        policy_mask=np.ones((rows, steps), np.float32),
+    )
+
+
 def test_augment_batch_maps_each_unroll_by_its_rows_symmetry():
     # Identity or mirror per row, over many rows: a row's unrolled observations are mirrored
     # exactly when its observation is. Row r holds [r, r + 0.5, r + 0.25, 1] at k = 0 and
@@ -98,15 +111,7 @@ def test_augment_batch_maps_each_unroll_by_its_rows_symmetry():
     rows = 200
     base = np.arange(rows, dtype=np.float32)[:, None] + np.array([0.0, 0.5, 0.25, 1.0], np.float32)
     unrolled = base[:, None, :] + np.array([1.0, 2.0], np.float32)[None, :, None] * [1, 1, 1, 0]
-    batch = Batch(
-        observation=base,
-        actions=np.zeros((rows, 2), np.int32),
-        target_value=np.zeros((rows, 3)),
-        target_reward=np.zeros((rows, 3)),
-        target_policy=np.zeros((rows, 3, 3), np.float32),
-        policy_mask=np.ones((rows, 3), np.float32),
-        unroll_observation=unrolled,
-    )
+    batch = _blank_batch(base, num_unroll_steps=2, num_actions=3)._replace(unroll_observation=unrolled)
     out = augment_batch(batch, (identity, mirror), np.random.default_rng(1))
     mirrored = out.observation[:, 0] != base[:, 0]
     assert 60 < mirrored.sum() < 140  # both drawn (binomial(200, 1/2): sd ~7)
@@ -121,14 +126,7 @@ def test_augment_batch_draws_every_symmetry():
     rows = 4000
     observation = np.zeros((rows, 28), np.float32)
     observation[:, 9 + 0] = 1.0  # a stone on cell 0 (plane 1)
-    batch = Batch(
-        observation=observation,
-        actions=np.zeros((rows, 1), np.int32),
-        target_value=np.zeros((rows, 2)),
-        target_reward=np.zeros((rows, 2)),
-        target_policy=np.zeros((rows, 2, 9), np.float32),
-        policy_mask=np.ones((rows, 2), np.float32),
-    )
+    batch = _blank_batch(observation, num_unroll_steps=1, num_actions=9)
     out = augment_batch(batch, symmetries, np.random.default_rng(1))
     # Cell 0 goes to each corner under 2 of the 8 symmetries: ~1,000 rows per corner.
     corners = np.argmax(out.observation[:, 9:18], axis=1)

@@ -204,7 +204,7 @@ def test_learner_step_does_not_retrace():
     scalar_value = np.zeros(batch.target_value.shape[:2], np.float32)  # Learner two-hots scalar targets
     batch = batch._replace(target_value=scalar_value, target_reward=scalar_value)
     for size in (6, 3, 5):
-        learner.train_step(Batch(*(None if x is None else x[:size] for x in batch)))
+        learner.train_step(batch.take(slice(size)))
     assert learner.tracing_count() == 1
     assert learner.training_step == 3 and network.training_steps() == 3
 
@@ -260,23 +260,19 @@ def test_train_network_publishes_every_checkpoint_interval():
     assert storage.latest_network().training_steps() == 5 and np.isfinite(metrics["loss/total"])
 
 
-def _take(batch: Batch, rows) -> Batch:
-    return Batch(*(None if x is None else x[rows] for x in batch))
-
-
 @pytest.mark.parametrize("support_size", [0, 3])
 def test_importance_weights_scale_each_samples_loss(support_size):
     _, network, batch = _setup(support_size)
     # Per-sample losses: the loss of one-sample batches (weight decay 0: nothing else).
-    per_sample = np.array([float(muzero_loss(network, _take(batch, [i]), 0.0)[0]) for i in range(6)])
+    per_sample = np.array([float(muzero_loss(network, batch.take([i]), 0.0)[0]) for i in range(6)])
     # Two samples with weights [2, 0]: (2 * loss_0 + 0 * loss_1) / 2 = loss_0.
-    pair = _take(batch, [0, 1])._replace(importance_weight=np.array([2.0, 0.0], np.float32))
+    pair = batch.take([0, 1])._replace(importance_weight=np.array([2.0, 0.0], np.float32))
     with tf.GradientTape() as tape:
         total, _, _ = muzero_loss(network, pair, 0.0)
     assert float(total) == pytest.approx(per_sample[0], rel=1e-5)
     # ... and so is its gradient: sample 1 contributes nothing.
     with tf.GradientTape() as tape_0:
-        alone, _, _ = muzero_loss(network, _take(batch, [0]), 0.0)
+        alone, _, _ = muzero_loss(network, batch.take([0]), 0.0)
     variables = network.trainable_variables
     for g, e in zip(tape.gradient(total, variables), tape_0.gradient(alone, variables)):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-6)
@@ -390,5 +386,5 @@ class TestConsistencyLoss:
             unroll_mask=np.ones((6, K), np.float32),
         )
         for size in (6, 3):
-            metrics = learner.train_step(Batch(*(None if x is None else x[:size] for x in batch)))
+            metrics = learner.train_step(batch.take(slice(size)))
         assert learner.tracing_count() == 1 and 0.0 <= metrics["loss/consistency"] <= 2.0 * K
