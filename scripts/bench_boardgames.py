@@ -14,6 +14,10 @@ games against each of `--final-opponents` (default: the config's). Writes, under
 * `<game>_final.csv`: the final matches, per side;
 * `<game>_score.png`: score (win 1, draw 0.5) against wall time, one panel per opponent,
   with the fraction of games lost against the perfect player where it was an opponent.
+
+A seed whose run folder already holds its final matches (`final-<opponent>.csv`) is read,
+not run again: seeds measured apart (or an interrupted benchmark) add up to one curve
+and table by running the command again with all the seeds.
 """
 
 from __future__ import annotations
@@ -49,10 +53,23 @@ def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: 
     return time.time() - started
 
 
+def final_table(run_dir: Path, opponent: str) -> Path:
+    """Where the final match against `opponent` is written (`muzero evaluate --csv`)."""
+    return run_dir / f"final-{opponent.replace(':', '_')}.csv"
+
+
+def final_rows(run_dir: Path, opponents: list[str]) -> list[dict]:
+    """The final matches' CSV rows, each with the run folder's name added as `run`."""
+    return [
+        dict(row, run=run_dir.name)
+        for opponent in opponents
+        for row in csv.DictReader(final_table(run_dir, opponent).open())
+    ]
+
+
 def final_matches(run_dir: Path, opponents: list[str], games: int) -> list[dict]:
-    rows = []
     for opponent in opponents:
-        table = run_dir / f"final-{opponent.replace(':', '_')}.csv"
+        table = final_table(run_dir, opponent)
         result = subprocess.run(
             [
                 sys.executable,
@@ -75,8 +92,7 @@ def final_matches(run_dir: Path, opponents: list[str], games: int) -> list[dict]
         if result.returncode != 0:
             raise SystemExit(f"{run_dir}: evaluation against {opponent} failed: {result.stderr[-500:]}")
         print(result.stdout.strip())
-        rows += [dict(row, run=run_dir.name) for row in csv.DictReader(table.open())]
-    return rows
+    return final_rows(run_dir, opponents)
 
 
 def curve(run_dir: Path, seed: int) -> list[dict]:
@@ -147,10 +163,14 @@ def main() -> None:
     rows, finals = [], []
     for seed in args.seeds:
         run_dir = args.out / f"{args.game}_seed{seed}"
-        seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
-        print(f"{run_dir.name}: trained for {seconds / 60:.1f} minutes")
+        if all(final_table(run_dir, opponent).is_file() for opponent in opponents):
+            print(f"{run_dir.name}: measured before (its final matches are there), read, not run again")
+            finals += final_rows(run_dir, opponents)
+        else:
+            seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
+            print(f"{run_dir.name}: trained for {seconds / 60:.1f} minutes")
+            finals += final_matches(run_dir, opponents, args.final_games)
         rows += curve(run_dir, seed)
-        finals += final_matches(run_dir, opponents, args.final_games)
     with open(args.out / f"{args.game}_curve.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["seed"])
         writer.writeheader()
