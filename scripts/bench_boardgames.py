@@ -129,12 +129,15 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     opponents = sorted({row["opponent"] for row in rows})
     fig, axes = plt.subplots(1, len(opponents), figsize=(5 * len(opponents), 3.8), squeeze=False)
     for axis, opponent in zip(axes[0], opponents):
-        for seed in sorted({row["seed"] for row in rows}):
+        for index, seed in enumerate(sorted({row["seed"] for row in rows})):
             points = [row for row in rows if row["opponent"] == opponent and row["seed"] == seed]
             minutes = [row["wall_seconds"] / 60 for row in points]
-            axis.plot(minutes, [row["score"] for row in points], marker=".", label=f"seed {seed}: score")
+            color = f"C{index % 10}"  # one colour per seed in every panel
+            axis.plot(minutes, [row["score"] for row in points], color=color, marker=".", label=f"seed {seed}: score")
             if opponent == "perfect":
-                axis.plot(minutes, [row["loss"] for row in points], linestyle="--", label=f"seed {seed}: lost")
+                axis.plot(
+                    minutes, [row["loss"] for row in points], color=color, linestyle="--", label=f"seed {seed}: lost"
+                )
         axis.set(title=f"against {opponent}", xlabel="wall time (minutes)", ylim=(-0.02, 1.02))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)

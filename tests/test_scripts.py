@@ -6,6 +6,7 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -142,3 +143,52 @@ def test_train_command_of_the_benchmarks(tmp_path):
         sys.executable, "-m", "muzero.cli", "train", "--config", "c.yaml", "--logdir", str(tmp_path / "run"),
         "--set", "run.seed=3", "--set", "a.b=1", "--set", "c=2",
     ]  # fmt: skip
+
+
+class _TwoPlyState:
+    """A game small enough to work by hand: player 0 picks 0 (a draw, the end) or 1; after 1,
+    player 1 picks 0 (player 0 wins), 1 or 2 (draws)."""
+
+    def __init__(self, history=()):
+        self.history = tuple(history)
+
+    def apply_action(self, action):
+        self.history += (action,)
+
+    def is_terminal(self):
+        return self.history == (0,) or len(self.history) == 2
+
+    def player_return(self, player):
+        won = self.history == (1, 0)
+        return (1.0 if player == 0 else -1.0) if won else 0.0
+
+    def current_player(self):
+        return len(self.history)
+
+    def legal_actions(self):
+        return [0, 1] if not self.history else [0, 1, 2]
+
+
+def test_perfect_vs_random_expectation_by_hand():
+    script = load_script("perfect_vs_random")
+    game = SimpleNamespace(new_initial_state=_TwoPlyState)
+    # Both of player 0's moves are worth a draw (player 1 answers 1 with a draw), so the
+    # perfect player picks either. Move 0 draws; move 1 wins when random picks 0 (1 in 3),
+    # draws otherwise: win 1/2 * 1/3 = 1/6, draw 1/2 + 1/2 * 2/3 = 5/6, loss 0.
+    perfect = SimpleNamespace(optimal_actions=lambda state: [0, 1])
+    win, draw, loss = script.expected_outcome(game, perfect, player=0)
+    assert (win, draw, loss) == pytest.approx((1 / 6, 5 / 6, 0.0))
+
+
+def test_perfect_player_never_loses_to_random_at_tictactoe():
+    from muzero.arena import make_opponent
+    from muzero.envs.openspiel import load_game
+
+    script = load_script("perfect_vs_random")
+    game = load_game("tic_tac_toe")
+    perfect = make_opponent("perfect", game, seed=0)
+    for player in (0, 1):
+        win, draw, loss = script.expected_outcome(game, perfect, player)
+        # Exact negamax never loses, whatever the opponent plays; the three outcomes are all
+        # there is.
+        assert loss == 0.0 and win + draw == pytest.approx(1.0)
