@@ -89,7 +89,12 @@ def test_tictactoe_self_play_opens_everywhere_whatever_the_policy():
     )
     assert openings.min() >= 8, openings
     assert (
-        _first_moves(load_config(TICTACTOE, ["selfplay.search=numpy", "search.num_simulations=50"]))[8] > 100
+        _first_moves(
+            load_config(
+                TICTACTOE, ["selfplay.search=numpy", "search.num_simulations=50", "selfplay.random_opening_moves=0"]
+            )
+        )[8]
+        > 100
     )  # the option off
 
 
