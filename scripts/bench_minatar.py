@@ -12,7 +12,8 @@ run folder already holds an eval.csv is read, not run again.
 
 Writes OUT/curves.csv (every evaluation of every run) and OUT/learning_curves.png: the
 mean greedy return against environment steps and against training minutes, one panel
-per game, with the DQN result of the MinAtar paper after 5M frames drawn in where known.
+per game, with the DQN result of the MinAtar paper after 5M frames drawn in where known
+and, dotted, the mean return of uniformly random moves (100 episodes, measured here).
 """
 
 from __future__ import annotations
@@ -103,8 +104,37 @@ def curve(game: str, seed: int, run_dir: Path) -> list[dict]:
     return rows
 
 
-def plot(rows: list[dict], games: list[str], path: Path, title: str) -> None:
-    """Mean greedy return against environment steps (left) and training minutes (right), a row per game."""
+def random_policy_return(game: str, episodes: int = 100, seed: int = 0) -> float:
+    """Mean return of uniformly random moves over `episodes` episodes: the floor a learner must clear.
+
+    The game is played as the shipped config plays it (sticky actions, difficulty ramping,
+    `game.max_moves`), through the same environment class as training.
+    """
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from muzero.config_io import load_config
+    from muzero.envs.minatar import MinAtarEnvironment
+
+    config = load_config(ROOT / "configs" / "minatar" / f"{game}.yaml")
+    environment = MinAtarEnvironment(game, seed, config.game.kwargs)  # parsed to MinAtarSettings
+    rng = np.random.default_rng(seed)
+    total = 0.0
+    for _ in range(episodes):
+        environment.reset()
+        for _ in range(config.game.max_moves):
+            _, reward, terminated, truncated = environment.step(int(rng.choice(environment.legal_actions())))
+            total += reward
+            if terminated or truncated:
+                break
+    return total / episodes
+
+
+def plot(rows: list[dict], games: list[str], path: Path, title: str, floors: dict | None = None) -> None:
+    """Mean greedy return against environment steps (left) and training minutes (right), a row per game.
+
+    `floors`: the random policy's mean return per game (`random_policy_return`), drawn dotted.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,6 +162,8 @@ def plot(rows: list[dict], games: list[str], path: Path, title: str) -> None:
                     linewidth=1,
                     label="DQN after 5M frames (Young & Tian 2019)",
                 )
+            if floors and game in floors:
+                axis.axhline(floors[game], color="grey", linestyle=":", linewidth=1, label="uniform random policy")
             axis.grid(alpha=0.3)
             axis.set_title(game, fontsize=10)
         by_steps.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
@@ -192,9 +224,12 @@ def main() -> int:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
+    floors = {game: random_policy_return(game) for game in args.games}
     print(f"\nmean greedy return over {args.episodes} episodes, last evaluation of each run:")
-    print("| game | seed | return | DQN at 5M frames | env steps | training steps | training min |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| game | seed | return | random policy (100 episodes) | DQN at 5M frames | env steps | training steps | training min |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for game in args.games:
         for seed in args.seeds:
             points = [row for row in rows if row["game"] == game and row["seed"] == seed]
@@ -202,7 +237,7 @@ def main() -> int:
                 last = points[-1]
                 print(
                     f"| {game} | {seed} | {last['mean_return']:.1f} +- {last['std_return']:.1f} | "
-                    f"{DQN_5M.get(game, '-')} | {last['env_steps']:,} | {last['training_step']:,} | "
+                    f"{floors[game]:.2f} | {DQN_5M.get(game, '-')} | {last['env_steps']:,} | {last['training_step']:,} | "
                     f"{last['training_minutes']:.0f} |"
                 )
     print(f"wrote {args.out / 'curves.csv'}")
@@ -212,6 +247,7 @@ def main() -> int:
             args.games,
             args.out / "learning_curves.png",
             f"MinAtar, {args.minutes:g} training minutes per run: greedy return ({args.episodes} episodes per point)",
+            floors,
         )
         print(f"wrote {args.out / 'learning_curves.png'}")
     except ImportError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import typing
 
 import numpy as np
 import pytest
@@ -148,3 +149,36 @@ def test_bench_minatar_reads_a_runs_curve_and_plots_it(tmp_path):
     result = subprocess.run(command, check=False, capture_output=True, text=True)
     expected = "--games: unknown pong; expected any of breakout, space_invaders, asterix, freeway, seaquest"
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [f"bench_minatar.py: error: {expected}"]
+
+
+class _ScriptedGame:
+    """Stands in for MinAtarEnvironment: reward 1 per move, the end after `length` moves."""
+
+    length = 3
+    made: typing.ClassVar[list] = []
+
+    def __init__(self, name, seed, settings):
+        self.made.append((name, settings))
+        self.moves = 0
+
+    def reset(self):
+        self.moves = 0
+
+    def legal_actions(self):
+        return [0, 1, 2]
+
+    def step(self, action):
+        self.moves += 1
+        return None, 1.0, self.moves == self.length, False
+
+
+def test_bench_minatar_random_policy_floor_averages_episodes_and_stops_at_max_moves(monkeypatch):
+    bench = load_script("bench_minatar")
+    monkeypatch.setattr("muzero.envs.minatar.MinAtarEnvironment", _ScriptedGame)
+    # Episodes of 3 moves, 1 point each: 3 per episode, whatever the number of episodes.
+    assert bench.random_policy_return("freeway", episodes=4) == 3.0
+    # The game played as the shipped config plays it: its kwargs (sticky actions 0.1, ramping).
+    assert _ScriptedGame.made[-1] == ("freeway", MinAtarSettings(0.1, True))
+    # A game that never ends is cut at the config's game.max_moves (Freeway: 2,500).
+    monkeypatch.setattr(_ScriptedGame, "length", 10**9)
+    assert bench.random_policy_return("freeway", episodes=2) == 2500.0
