@@ -16,8 +16,10 @@ games against each of `--final-opponents` (default: the config's). Writes, under
   with the fraction of games lost against the perfect player where it was an opponent.
 
 A seed whose run folder already holds its final matches (`final-<opponent>.csv`) is read,
-not run again: seeds measured apart (or an interrupted benchmark) add up to one curve
-and table by running the command again with all the seeds.
+not run again: seeds measured apart add up to one curve and table by running the command
+again with all the seeds (and the same `--minutes` and `--set`: the folders are not
+checked against them). A folder without all its final matches (an interrupted run) stops
+the benchmark with its name.
 """
 
 from __future__ import annotations
@@ -166,9 +168,14 @@ def main() -> None:
     rows, finals = [], []
     for seed in args.seeds:
         run_dir = args.out / f"{args.game}_seed{seed}"
-        if all(final_table(run_dir, opponent).is_file() for opponent in opponents):
+        if opponents and all(final_table(run_dir, opponent).is_file() for opponent in opponents):
             print(f"{run_dir.name}: measured before (its final matches are there), read, not run again")
             finals += final_rows(run_dir, opponents)
+        elif run_dir.exists():  # `muzero train` refuses a used folder; its log stays as it is
+            raise SystemExit(
+                f"{run_dir}: a run without all its final matches ({', '.join(opponents) or 'none asked'}); "
+                "finish it (muzero train --resume, muzero evaluate --csv) or remove it"
+            )
         else:
             seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
             print(f"{run_dir.name}: trained for {seconds / 60:.1f} minutes")

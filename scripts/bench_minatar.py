@@ -104,11 +104,12 @@ def curve(game: str, seed: int, run_dir: Path) -> list[dict]:
     return rows
 
 
-def random_policy_return(game: str, episodes: int = 100, seed: int = 0) -> float:
+def random_policy_return(game: str, episodes: int = 100, seed: int = 0, overrides: list[str] | None = None) -> float:
     """Mean return of uniformly random moves over `episodes` episodes: the floor a learner must clear.
 
-    The game is played as the shipped config plays it (sticky actions, difficulty ramping,
-    `game.max_moves`), through the same environment class as training.
+    The game is played as the runs play it (the shipped config with the benchmark's `--set`
+    `overrides`: sticky actions, difficulty ramping, `game.max_moves`), through the same
+    environment class as training.
     """
     import numpy as np
 
@@ -116,7 +117,7 @@ def random_policy_return(game: str, episodes: int = 100, seed: int = 0) -> float
     from muzero.config_io import load_config
     from muzero.envs.minatar import MinAtarEnvironment
 
-    config = load_config(ROOT / "configs" / "minatar" / f"{game}.yaml")
+    config = load_config(ROOT / "configs" / "minatar" / f"{game}.yaml", list(overrides or []))
     environment = MinAtarEnvironment(game, seed, config.game.kwargs)  # parsed to MinAtarSettings
     rng = np.random.default_rng(seed)
     total = 0.0
@@ -224,7 +225,7 @@ def main() -> int:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
-    floors = {game: random_policy_return(game) for game in args.games}
+    floors = {game: random_policy_return(game, overrides=args.set) for game in args.games}
     print(f"\nmean greedy return over {args.episodes} episodes, last evaluation of each run:")
     print(
         "| game | seed | return | random policy (100 episodes) | DQN at 5M frames | env steps | training steps | training min |"

@@ -182,3 +182,5 @@ def test_bench_minatar_random_policy_floor_averages_episodes_and_stops_at_max_mo
     # A game that never ends is cut at the config's game.max_moves (Freeway: 2,500).
     monkeypatch.setattr(_ScriptedGame, "length", 10**9)
     assert bench.random_policy_return("freeway", episodes=2) == 2500.0
+    # The benchmark's --set overrides reach it as they reach the runs.
+    assert bench.random_policy_return("freeway", episodes=2, overrides=["game.max_moves=7"]) == 7.0
