@@ -217,3 +217,28 @@ def test_perfect_vs_random_at_tictactoe_equals_an_independent_minimax():
     expected = {0: (75257 / 77760, 2503 / 77760, 0.0), 1: (2645 / 3402, 757 / 3402, 0.0)}
     for player in (0, 1):
         assert script.expected_outcome(game, perfect, player) == pytest.approx(expected[player])
+
+
+def test_probe_tictactoe_categories_by_hand():
+    probe = load_script("probe_tictactoe")
+    # Boards as 9 characters, row by row; player 0 is x.
+    assert probe.category("xx.......", 0) == "win-now"  # x completes the top row at 2
+    assert probe.category("xx..o....", 1) == "single-threat"  # o must block cell 2
+    # x threatens 2 (top row) and 6 (left column); o, to move, has no line of its own.
+    assert probe.category("xx.xo...o", 1) == "double-threat"
+    assert probe.category(".........", 0) == "quiet"
+
+
+def test_probe_tictactoe_reads_a_run(tictactoe_tiny_run, monkeypatch, capsys):
+    probe = load_script("probe_tictactoe")
+    monkeypatch.setattr(sys, "argv", ["probe", "--run", str(tictactoe_tiny_run)])
+    probe.main()
+    out = capsys.readouterr().out
+    # Tic-tac-toe has 5,478 legal positions, 958 of them terminal: 4,520 to probe.
+    assert "4520 positions" in out
+    # Where the mover can complete a line, the solver's value is +1 and nothing else.
+    assert "| win-now | +1 |" in out
+    assert "| win-now | +0 |" not in out and "| win-now | -1 |" not in out
+    # The first-move prior: 3 rows of 3 probabilities summing to 1.
+    prior = [float(p) for line in out.splitlines()[-3:] for p in line.split()]
+    assert len(prior) == 9 and sum(prior) == pytest.approx(1.0, abs=0.02)
