@@ -116,15 +116,18 @@ def test_bench_boardgames_curve_and_plot_from_a_run(tictactoe_tiny_run, tmp_path
     assert (tmp_path / "score.png").stat().st_size > 10_000
 
 
+# The header `muzero evaluate --csv` writes above its one row per side.
+FINAL_HEADER = "training_step,opponent,side,games,win,draw,loss\n"
+
+
 def test_bench_boardgames_reads_final_matches_of_a_measured_seed(tmp_path):
     bench = load_script("bench_boardgames")
     run_dir = tmp_path / "tictactoe_seed1"
     run_dir.mkdir()
     # `muzero evaluate --csv` writes one row per side; `mcts:200` is written as mcts_200.
     assert bench.final_table(run_dir, "mcts:200") == run_dir / "final-mcts_200.csv"
-    header = "training_step,opponent,side,games,win,draw,loss\n"
-    (run_dir / "final-random.csv").write_text(header + "9,random,first,2,2,0,0\n9,random,second,2,1,1,0\n")
-    (run_dir / "final-mcts_200.csv").write_text(header + "9,mcts:200,first,2,0,1,1\n")
+    (run_dir / "final-random.csv").write_text(FINAL_HEADER + "9,random,first,2,2,0,0\n9,random,second,2,1,1,0\n")
+    (run_dir / "final-mcts_200.csv").write_text(FINAL_HEADER + "9,mcts:200,first,2,0,1,1\n")
     rows = bench.final_rows(run_dir, ["random", "mcts:200"])
     # Three rows in the order of the opponents, each naming its run folder.
     assert [(row["opponent"], row["side"], row["win"], row["run"]) for row in rows] == [
@@ -138,10 +141,9 @@ def test_bench_boardgames_reads_measured_seeds_and_stops_at_a_partial_one(tmp_pa
     bench = load_script("bench_boardgames")
     trained = []
     monkeypatch.setattr(bench, "train_for", lambda *args: trained.append(args) or 0.0)
-    header = "training_step,opponent,side,games,win,draw,loss\n"
     done = tmp_path / "tictactoe_seed0"
     done.mkdir()
-    (done / "final-random.csv").write_text(header + "9,random,first,1,1,0,0\n")
+    (done / "final-random.csv").write_text(FINAL_HEADER + "9,random,first,1,1,0,0\n")
     argv = ["bench", "--game", "tictactoe", "--out", str(tmp_path), "--final-opponents", "random", "--seeds", "0"]
     monkeypatch.setattr(sys, "argv", argv)
     bench.main()
