@@ -10,8 +10,11 @@ OpenSpiel's own, of rising strength:
   picking uniformly among the optimal ones, so that 100 games are not 100 copies of
   one game; for games small enough to solve (tic-tac-toe: 4,520 positions).
 
-MuZero plays greedily: the reference search (`run_mcts`) with the network, no
-exploration noise, temperature 0. Half the games it moves first, half second.
+MuZero plays greedily: no exploration noise, temperature 0. The games of a match are
+played side by side, so that MuZero's moves in all of them are one batched search (the
+searcher `selfplay.search` names: the compiled search runs resnets and batches the network
+calls), or, with `selfplay.batched: false`, the reference search (`run_mcts`) game by game.
+Half the games it moves first, half second.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from muzero.envs.openspiel import PLUGIN as OPENSPIEL
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
 from muzero.networks.base import Network
-from muzero.selfplay import search_move
+from muzero.search import Searcher, make_searcher
+from muzero.search.reference import softmax_sample
+from muzero.selfplay import search_games, search_move
 
 # Positions an exact search may visit before the game counts as too large to solve.
 PERFECT_PLAY_LIMIT = 200_000
@@ -110,6 +115,26 @@ def muzero_action(config: MuZeroConfig, network: Network, game: Game) -> int:
     return search_move(config, network, game, None, greedy=True)[0]
 
 
+def muzero_actions(config: MuZeroConfig, network: Network, games: list[Game], searcher: Searcher | None) -> list[int]:
+    """MuZero's greedy moves in `games`: one batched search of them all with `searcher`
+    (bound to `network`), or with None the reference search game by game (`muzero_action`)."""
+    if searcher is None:
+        return [muzero_action(config, network, game) for game in games]
+    result, legal = search_games(config, searcher, network, games, rng=None)
+    return [
+        softmax_sample([(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])], 0.0, None)
+        for row in range(len(games))
+    ]
+
+
+def arena_searcher(config: MuZeroConfig, games: int) -> Searcher | None:
+    """The searcher for `games` games side by side (`make_searcher`), None for the reference search."""
+    if not config.selfplay.batched:
+        return None
+    environment = board_game(config.game)
+    return make_searcher(config, games, environment.observation_shape, environment.observation_dtype, 2)
+
+
 @dataclasses.dataclass
 class MatchResult:
     """Outcomes from MuZero's side: counts[side][outcome], side "first"/"second", outcome "win"/"draw"/"loss"."""
@@ -134,21 +159,49 @@ class MatchResult:
         return [[opponent, side, sum(c.values()), c["win"], c["draw"], c["loss"]] for side, c in self.counts.items()]
 
 
-def play_match(config: MuZeroConfig, network: Network, opponent_spec: str, games: int, seed: int = 0) -> MatchResult:
-    """`games` games of MuZero against the opponent: the first half with MuZero moving first."""
-    environment = board_game(config.game, seed)
-    opponent = make_opponent(opponent_spec, environment.game, seed)
-    counts = {side: {"win": 0, "draw": 0, "loss": 0} for side in ("first", "second")}
-    for index in range(games):
-        muzero_player = 0 if index < (games + 1) // 2 else 1
-        game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
-        while not game.terminal() and len(game.history) < config.max_moves:
-            if game.to_play() == muzero_player:
-                action = muzero_action(config, network, game)
-            else:
-                action = opponent(environment.state)
+def play_match(
+    config: MuZeroConfig,
+    network: Network,
+    opponent_spec: str,
+    games: int,
+    seed: int = 0,
+    searcher: Searcher | None = None,
+) -> MatchResult:
+    """`games` games of MuZero against the opponent, the first half with MuZero moving first,
+    played side by side (see the module's docstring).
+
+    Args:
+      network: as self-play runs it (a resnet's `PublishedWeights` need the compiled search).
+      searcher: for `games` games (`arena_searcher`, kept by callers that play many
+        matches); made here when None and `selfplay.batched`.
+    """
+    environments = [board_game(config.game, seed) for _ in range(games)]
+    opponent = make_opponent(opponent_spec, environments[0].game, seed)
+    if searcher is None:
+        searcher = arena_searcher(config, games)
+    if searcher is not None:
+        network = searcher.bind(network)
+    players = [0 if index < (games + 1) // 2 else 1 for index in range(games)]
+    matches = [
+        Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
+        for environment in environments
+    ]
+
+    def over(game: Game) -> bool:
+        return game.terminal() or len(game.history) >= config.max_moves
+
+    while True:
+        for game, player in zip(matches, players):  # the opponent's moves, up to MuZero's turn
+            while not over(game) and game.to_play() != player:
+                game.apply(opponent(game.environment.state))
+        waiting = [game for game in matches if not over(game)]
+        if not waiting:
+            break
+        for game, action in zip(waiting, muzero_actions(config, network, waiting, searcher)):
             game.apply(action)
-        outcome = environment.state.player_return(muzero_player) if environment.state.is_terminal() else 0.0
-        side = "first" if muzero_player == 0 else "second"
+    counts = {side: {"win": 0, "draw": 0, "loss": 0} for side in ("first", "second")}
+    for environment, player in zip(environments, players):
+        outcome = environment.state.player_return(player) if environment.state.is_terminal() else 0.0
+        side = "first" if player == 0 else "second"
         counts[side]["win" if outcome > 0 else "loss" if outcome < 0 else "draw"] += 1
     return MatchResult(counts)

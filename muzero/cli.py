@@ -218,7 +218,7 @@ def command_train(args: argparse.Namespace) -> int:
         config = load_config(config_paths, args.set)
         where = " + ".join(config_paths)
     try:
-        spec = check_environment(config.game, config.replay.augment_symmetries)
+        spec = check_environment(config.game, config.replay.augment_symmetries, config.network.kind)
     except EnvironmentSpecError as error:
         raise UsageError(f"{_blame(args.set, error.key, where)}: {error.key}: {error}") from None
     if args.print_config:  # a dry run: everything above is checked, nothing is written

@@ -89,6 +89,7 @@ class Evaluator:
         self.videos = EvaluationVideos(config.game, run_dir, seed) if config.run.record_video else None
         # Batched: the recorded episode is one more game of the batch.
         self.searcher = eval_searcher(config, spec, episodes + (self.videos is not None))
+        self.arena_searcher: Searcher | None = None  # made at the first match (`evaluate_against`)
         self.last: np.ndarray | None = None
         self.last_step = -1
 
@@ -177,10 +178,13 @@ class Evaluator:
 
     def evaluate_against(self, opponent: str, step: int, network: Network, counters: dict, wall: float) -> None:
         """`run.eval_games` games against `opponent` (muzero/arena.py), half as first player."""
-        from muzero.arena import play_match
+        from muzero.arena import arena_searcher, play_match
 
         started = time.time()
-        result = play_match(self.config, network, opponent, self.config.run.eval_games, seed=step)
+        games = self.config.run.eval_games
+        if self.arena_searcher is None:  # one for all matches: the compiled search traces once
+            self.arena_searcher = arena_searcher(self.config, games)
+        result = play_match(self.config, network, opponent, games, seed=step, searcher=self.arena_searcher)
         counters["eval_seconds"] += time.time() - started
         name = opponent.replace(":", "_")
         self.summaries.scalars(

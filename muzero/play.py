@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from muzero.arena import board_game, muzero_action
+from muzero.arena import arena_searcher, board_game, muzero_actions
 from muzero.config import MuZeroConfig
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
@@ -41,6 +41,9 @@ def play(config: MuZeroConfig, network: Network, human_first: bool, stdin: TextI
     environment = board_game(config.game)
     game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     human = 0 if human_first else 1
+    searcher = arena_searcher(config, 1)  # the arena's search, for one game
+    if searcher is not None:
+        network = searcher.bind(network)
     print(
         f"You play {'first' if human_first else 'second'} (player {human}). Type a move as shown, or its number.",
         file=stdout,
@@ -58,7 +61,7 @@ def play(config: MuZeroConfig, network: Network, human_first: bool, stdin: TextI
                 if action is None:
                     print(f"{line.strip()!r} is not a legal move here.", file=stdout)
         else:
-            action = muzero_action(config, network, game)
+            (action,) = muzero_actions(config, network, [game], searcher)
             name = environment.state.action_to_string(environment.state.current_player(), action)
             print(f"MuZero plays {name} ({action})", file=stdout)
         game.apply(action)

@@ -14,7 +14,7 @@ from muzero.game import Game
 from muzero.networks.base import Network
 from muzero.search.batched import BatchedSearcher
 from muzero.search.reference import Node, add_exploration_noise, expand_node, run_mcts, select_action, softmax_sample
-from muzero.search.types import Searcher
+from muzero.search.types import Searcher, SearchResult
 from muzero.storage import SharedStorage
 
 
@@ -97,6 +97,27 @@ def root_noise(alpha: float, legal: np.ndarray, rng: np.random.Generator) -> np.
     return noise
 
 
+def search_games(
+    config: MuZeroConfig, searcher: Searcher, network: Network, games: list[Game], rng: np.random.Generator | None
+) -> tuple[SearchResult, np.ndarray]:
+    """One batched search at the current position of each of the B `games`.
+
+    Args:
+      network: bound to `searcher` (`searcher.bind`).
+      rng: for the roots' exploration noise; None: no noise (greedy play).
+
+    Returns:
+      (the search's root statistics, legal actions [B, A] bool).
+    """
+    observations = np.stack([game.make_image(-1) for game in games])
+    legal = np.zeros((len(games), config.action_space_size), bool)
+    for row, game in enumerate(games):
+        legal[row, game.legal_actions()] = True
+    noise = None if rng is None else root_noise(config.search.root_dirichlet_alpha, legal, rng)
+    to_play = np.array([game.to_play() for game in games])
+    return searcher(network.initial_inference(observations), network, legal, to_play, noise), legal
+
+
 class BatchedSelfPlay:
     """A game in progress in each environment, advanced together one move at a time.
 
@@ -140,13 +161,7 @@ class BatchedSelfPlay:
             return []
         games = [self.games[i] for i in slots]
         network = self.searcher.bind(network)
-        observations = np.stack([game.make_image(-1) for game in games])
-        legal = np.zeros((len(games), config.action_space_size), bool)
-        for row, game in enumerate(games):
-            legal[row, game.legal_actions()] = True
-        noise = None if greedy else root_noise(config.search.root_dirichlet_alpha, legal, rng)
-        to_play = np.array([game.to_play() for game in games])
-        result = self.searcher(network.initial_inference(observations), network, legal, to_play, noise)
+        result, legal = search_games(config, self.searcher, network, games, None if greedy else rng)
         finished = []
         for row, (slot, game) in enumerate(zip(slots, games)):
             visits = [(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])]

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = str(ROOT / "configs" / "tiny.yaml")
 ATARI_TINY = str(ROOT / "configs" / "atari" / "tiny.yaml")
 TICTACTOE = str(ROOT / "configs" / "tictactoe.yaml")
+CONNECT4 = str(ROOT / "configs" / "connect4.yaml")
 
 
 def muzero_command(

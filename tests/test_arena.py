@@ -50,13 +50,17 @@ def test_perfect_player_picks_uniformly_among_optimal_moves():
 def test_counts_per_side_with_scripted_players(monkeypatch):
     # MuZero replaced by the perfect player: perfect against perfect is always a draw.
     perfect = PerfectPlayer(pyspiel.load_game("tic_tac_toe"), np.random.default_rng(2))
-    monkeypatch.setattr(arena, "muzero_action", lambda config, network, game: perfect(game.environment.state))
+    monkeypatch.setattr(
+        arena, "muzero_actions", lambda config, network, games, searcher: [perfect(g.environment.state) for g in games]
+    )
     result = play_match(CONFIG, UniformNetwork(9), "perfect", games=10, seed=0)
     assert result.counts == {"first": {"win": 0, "draw": 5, "loss": 0}, "second": {"win": 0, "draw": 5, "loss": 0}}
     assert result.score() == 0.5 and result.rows("perfect")[1] == ["perfect", "second", 5, 0, 5, 0]
     # MuZero replaced by "the lowest legal square": x plays 0, 1, 2 in a row unless blocked; it
     # never beats the perfect player, and loses some games as the second player.
-    monkeypatch.setattr(arena, "muzero_action", lambda config, network, game: game.legal_actions()[0])
+    monkeypatch.setattr(
+        arena, "muzero_actions", lambda config, network, games, searcher: [g.legal_actions()[0] for g in games]
+    )
     result = play_match(CONFIG, UniformNetwork(9), "perfect", games=10, seed=0)
     assert result.total("win") == 0 and result.counts["second"]["loss"] > 0
 
@@ -133,7 +137,9 @@ class OracleNetwork:
     state is the list of moves so far (+1, 0 for none) and an "ended" flag; the dynamics
     applies the real rules; the reward is the mover's (+1 for a winning move); the value is
     the exact negamax value for the player to move (0 once the game ended); the policy is
-    uniform. With it, only the search's two-player conventions decide how MuZero plays."""
+    uniform over the legal moves. (With a uniform policy over all 9 actions, illegal moves
+    inside the tree, absorbing states of value 0, dilute a 50-simulation search enough to
+    miss a forced block in some positions: a search property, not a sign convention.) With it, only the search's two-player conventions decide how MuZero plays."""
 
     def __init__(self):
         self.game = pyspiel.load_game("tic_tac_toe")
@@ -149,11 +155,14 @@ class OracleNetwork:
     def _output(self, hidden: list, rewards: list):
         from muzero.networks.base import NetworkOutput
 
-        values = []
-        for h in hidden:
+        values, logits = [], np.zeros((len(hidden), 9))
+        for row, h in enumerate(hidden):
             state = self._state(h)
-            values.append(0.0 if h[9] or state.is_terminal() else self.solver.solve(state))
-        return NetworkOutput(np.array(values), np.array(rewards), np.zeros((len(hidden), 9)), np.array(hidden))
+            ended = h[9] or state.is_terminal()
+            values.append(0.0 if ended else self.solver.solve(state))
+            if not ended:  # prior 0 on illegal moves, as a trained policy learns (its targets are 0 there)
+                logits[row, [a for a in range(9) if a not in state.legal_actions()]] = -1e9
+        return NetworkOutput(np.array(values), np.array(rewards), logits, np.array(hidden))
 
     def initial_inference(self, observation):
         hidden = []
@@ -197,3 +206,35 @@ def test_with_a_perfect_model_the_negamax_search_plays_perfectly(rule):
     else:
         # The pseudocode's rule picks the moves best for the opponent: it loses.
         assert result.total("loss") >= 6
+
+
+def test_the_arenas_compiled_search_runs_a_resnet_as_the_reference_search_does():
+    # Arena matches search all games at once with the compiled search, the only one that runs
+    # a resnet's published weights; its moves must be the reference search's (`run_mcts` on
+    # the Keras network itself) in positions of every stage of a game.
+    from muzero.arena import arena_searcher, board_game, muzero_action, muzero_actions
+    from muzero.game import Game
+    from muzero.networks import make_network
+
+    config = load_config(
+        TICTACTOE,
+        [
+            "network.kind=resnet",
+            "network.downsample=false",
+            "network.planes=4",
+            "network.hidden_layers=[8]",
+            "search.num_simulations=12",
+        ],
+    )
+    network = make_network(config, (28,), np.float32)
+    games = []
+    for history in ([], [4], [0, 4, 8], [0, 1, 3, 4, 2], [4, 0, 8, 2, 1, 7]):
+        game = Game(9, 1.0, board_game(config.game), 1)
+        for action in history:
+            game.apply(action)
+        games.append(game)
+    searcher = arena_searcher(config, len(games))
+    assert type(searcher).__name__ == "CompiledSearcher"
+    expected = [muzero_action(config, network, game) for game in games]
+    assert muzero_actions(config, searcher.bind(network.numpy_network(0)), games, searcher) == expected
+    assert all(action in game.legal_actions() for action, game in zip(expected, games))

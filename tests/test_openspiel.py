@@ -140,3 +140,15 @@ def test_bad_board_games_exit_2_with_one_line(tmp_path, override, fragment):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0], lines
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resnet_needs_a_board():
+    # Connect four's tensor is [3, 6, 7]: a board. Mancala's is [16]: none; CartPole's 4 numbers: none.
+    assert check_environment(GameConfig(id="openspiel:connect_four", action_space_size=7), network_kind="resnet")
+    for game_id, actions, fragment in (
+        ("openspiel:mancala", 14, "openspiel:mancala: its observation tensor has shape [16], not [planes, rows, cols]"),
+        ("CartPole-v1", 2, "CartPole-v1 gives flat observations of shape (4,) and no board"),
+    ):
+        with pytest.raises(EnvironmentSpecError) as error:
+            check_environment(GameConfig(id=game_id, action_space_size=actions), network_kind="resnet")
+        assert fragment in str(error.value) and error.value.key == "network.kind"

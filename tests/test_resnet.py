@@ -7,9 +7,11 @@ import pytest
 import tensorflow as tf
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SelfPlayConfig, TrainConfig
+from muzero.config_io import load_config
 from muzero.envs.atari import AtariSettings
 from muzero.networks import make_network
-from muzero.networks.resnet import ResNetwork
+from muzero.networks.resnet import ResNetwork, board_image
+from tests.helpers import CONNECT4
 
 
 def _config(planes: int, blocks: int, hidden_layers=(16,), mixed_precision: bool = False) -> MuZeroConfig:
@@ -131,3 +133,27 @@ def test_a_skipped_update_leaves_batch_norm_averages_unchanged():
     assert learner.train_step(batch(np.nan))["train/finite"] == 0.0
     for a, b in zip(moved, averages()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_flat_board_becomes_planes_with_the_player_as_a_constant_plane():
+    # A 2-plane, 2x3 board flattened plane by plane, then the player to move (1):
+    # plane 0 = [[1, 0, 0], [0, 0, 1]], plane 1 = [[0, 1, 0], [0, 0, 0]].
+    flat = np.array([[1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1]], np.float32)
+    image = board_image(tf.constant(flat), (2, 2, 3)).numpy()
+    assert image.shape == (1, 2, 3, 3)  # [B, rows, cols, planes + 1]
+    np.testing.assert_array_equal(image[0, :, :, 0], [[1, 0, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(image[0, :, :, 1], [[0, 1, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(image[0, :, :, 2], np.ones((2, 3)))  # the player, on every cell
+
+
+def test_a_board_game_resnet_sees_the_board_and_keeps_its_size():
+    config = load_config(
+        CONNECT4, ["network.kind=resnet", "network.downsample=false", "network.planes=8", "network.hidden_layers=[16]"]
+    )
+    # Connect four's observation: 3 planes of 6x7 (tests/test_openspiel.py), then the player: 127.
+    network = make_network(config, (127,), np.float32)
+    assert network.image_shape == (6, 7, 4) and network.observation_spec.shape.as_list() == [None, 127]
+    output = network.initial_inference(np.zeros((2, 127), np.float32))
+    # No downsampling: the hidden state is the board's 6x7; values on the 3 bins of support_size 1.
+    assert output.hidden_state.shape == (2, 6, 7, 8) and output.value_logits.shape == (2, 3)
+    assert network.recurrent_inference(output.hidden_state, np.array([0, 6])).policy_logits.shape == (2, 7)

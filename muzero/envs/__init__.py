@@ -95,11 +95,15 @@ def make_environments(game: GameConfig, count: int, seed: int) -> list[Environme
     return [make_environment(game, seed * 10_007 + i) for i in range(count)]
 
 
-def check_environment(game: GameConfig, augment_symmetries: bool = False) -> EnvironmentSpec:
+def check_environment(
+    game: GameConfig, augment_symmetries: bool = False, network_kind: str | None = None
+) -> EnvironmentSpec:
     """Makes one environment and checks it against the `game` section; returns what it is.
 
     Args:
       augment_symmetries: `replay.augment_symmetries`: the game must have symmetries.
+      network_kind: `network.kind`: a resnet needs image observations or a board
+        (`GamePlugin.board_shape`).
 
     Raises:
       EnvironmentSpecError: with a one-line message and the config key to blame.
@@ -122,6 +126,15 @@ def check_environment(game: GameConfig, augment_symmetries: bool = False) -> Env
             raise EnvironmentSpecError(
                 f"{game.id}: {spec.num_players} players; only 1 or 2 (alternating) are supported"
             )
+        if network_kind == "resnet" and len(spec.observation_shape) == 1:
+            plugin, name = resolve_game(game.id)
+            if plugin.board_shape is None:
+                raise EnvironmentSpecError(
+                    f"{game.id} gives flat observations of shape {spec.observation_shape} and no board: "
+                    "network.kind resnet needs images or a board",
+                    key="network.kind",
+                )
+            plugin.board_shape(name, game.kwargs)  # raises for a game without a board
         if augment_symmetries and not spec.symmetries:
             raise EnvironmentSpecError(
                 f"{game.id} has no known board symmetries (known: tic-tac-toe, connect four)",

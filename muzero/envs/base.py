@@ -112,9 +112,14 @@ class GamePlugin:
       settings: the frozen dataclass `game.kwargs` is checked against (None: any mapping,
         passed on as it is).
       network_kinds: the `network.kind`s its observations fit (empty: any).
+      board_shape: (name, settings) -> (planes, rows, cols) for games whose flat observation
+        is a board, [planes, rows, cols] flattened then a few more elements (the player to
+        move): what a convolutional network reshapes it by (`network.kind: resnet`). None:
+        observations are used as they are.
     """
 
     name: str
     make: Callable[[str, int, Any], Environment]
     settings: type | None = None
     network_kinds: tuple[str, ...] = ()
+    board_shape: Callable[[str, Any], tuple[int, int, int]] | None = None

@@ -195,5 +195,23 @@ def _make(name: str, seed: int, parameters: Mapping) -> OpenSpielEnvironment:
     return OpenSpielEnvironment(name, seed, parameters)
 
 
-# Observations are flat vectors: the MLP.
-PLUGIN = GamePlugin(name="openspiel", make=_make, network_kinds=("mlp",))
+def board_shape(name: str, parameters: Mapping) -> tuple[int, int, int]:
+    """(planes, rows, cols) of the game's observation tensor: the board that a convolutional
+    network sees in this module's flat observations (the player to move after it).
+
+    Raises:
+      EnvironmentSpecError: the tensor is not [planes, rows, cols] (a game without a board).
+    """
+    shape = tuple(load_game(name, parameters).observation_tensor_shape())
+    if len(shape) != 3:
+        raise EnvironmentSpecError(
+            f"openspiel:{name}: its observation tensor has shape {list(shape)}, not [planes, rows, cols]: "
+            "no board for a convolutional network (use network.kind: mlp)",
+            key="network.kind",
+        )
+    return shape
+
+
+# Observations are flat vectors: the MLP sees them as they are, the resnet as the board
+# planes they hold (`board_shape`), as the paper's board-game networks.
+PLUGIN = GamePlugin(name="openspiel", make=_make, network_kinds=("mlp", "resnet"), board_shape=board_shape)

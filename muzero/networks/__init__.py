@@ -28,10 +28,21 @@ def make_network(
     config: MuZeroConfig, observation_shape: tuple[int, ...], observation_dtype: type = np.float32
 ) -> KerasNetwork:
     """The Keras network `network.kind` names, for environment observations of `observation_shape`
-    and `observation_dtype` (uint8 frames are scaled by the network)."""
+    and `observation_dtype` (uint8 frames are scaled by the network).
+
+    A resnet on flat observations is for a board game: it sees them as the board its game
+    plug-in describes (`GamePlugin.board_shape`)."""
     if config.network.kind == "resnet":
         from muzero.networks.resnet import ResNetwork
 
+        board = None
+        if len(observation_shape) == 1:
+            from muzero.envs import resolve_game
+
+            plugin, name = resolve_game(config.game.id)
+            if plugin.board_shape is None:
+                raise ValueError(f"network.kind resnet needs image or board observations; {config.game.id} has neither")
+            board = plugin.board_shape(name, config.game.kwargs)
         return ResNetwork(
             config.network,
             config.action_space_size,
@@ -39,6 +50,7 @@ def make_network(
             observation_dtype,
             config.game.stacked_frames,
             config.train.mixed_precision,
+            board_shape=board,
         )
     from muzero.networks.mlp import MLPNetwork
 

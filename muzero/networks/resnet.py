@@ -6,7 +6,10 @@
   blocks, average pool stride 2: 96x96 -> 6x6) -> `blocks` residual blocks -> "state"
   [6, 6, P], min-max scaled to [0, 1] per sample. With `network.downsample: false`
   (MinAtar's 10x10 frames) the stack is one 3x3 convolution to P planes instead, and
-  the hidden state keeps the frame's size: [10, 10, P].
+  the hidden state keeps the frame's size: [10, 10, P]. Board games (flat observations
+  holding [planes, rows, cols], then the player to move) are seen as the board: [rows,
+  cols, planes + 1], the player as a constant plane, as the paper's board-game input;
+  with `downsample: false` the hidden state is the board's size.
 * dynamics: [state, one-hot action tiled into A planes of 6x6] -> conv (P planes) ->
   `blocks` residual blocks -> "state" [6, 6, P] (min-max scaled) and a "reward" head.
 * prediction: state -> "value" and "policy" heads, AlphaZero's: a 1x1 convolution (1
@@ -87,6 +90,17 @@ def downsample(build: _Builder, image, planes: int):
     return keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_2", dtype=build.dtype)(x)
 
 
+def board_image(observation: tf.Tensor, board_shape: tuple[int, int, int]) -> tf.Tensor:
+    """A flat board observation as an image: [B, planes * rows * cols + E] -> [B, rows, cols,
+    planes + E], each of the E elements after the board (the player to move) as a constant plane."""
+    planes, rows, cols = board_shape
+    size = planes * rows * cols
+    board = tf.transpose(tf.reshape(observation[:, :size], [-1, planes, rows, cols]), [0, 2, 3, 1])
+    extra = observation[:, size:]
+    constant = tf.tile(extra[:, None, None, :], [1, rows, cols, 1])
+    return tf.concat([board, constant], axis=-1)
+
+
 class ResNetwork(KerasNetwork):
     """The three functions as Keras models, with the pseudocode's inference interface.
 
@@ -97,6 +111,7 @@ class ResNetwork(KerasNetwork):
       observation_dtype: uint8 frames are divided by 255.
       stacked_frames: `game.stacked_frames` (the image holds that many frames and action planes).
       mixed_precision: `train.mixed_precision`: bfloat16 compute, float32 weights and logits.
+      board_shape: (planes, rows, cols) when observations are flat boards (`board_image`).
     """
 
     def __init__(
@@ -107,13 +122,21 @@ class ResNetwork(KerasNetwork):
         observation_dtype=np.uint8,
         stacked_frames: int = 1,
         mixed_precision: bool = False,
+        board_shape: tuple[int, int, int] | None = None,
     ):
         self.action_space_size = a = action_space_size
         self.support_size = net.support_size
         self.value_transform = net.value_transform
         self.stacked_frames = stacked_frames
-        self.image_shape = image_shape(stacked_frames, observation_shape)
-        self.observation_spec = tf.TensorSpec([None, *self.image_shape], tf.as_dtype(observation_dtype))
+        self.board_shape = board_shape
+        observation_image = image_shape(stacked_frames, observation_shape)
+        self.observation_spec = tf.TensorSpec([None, *observation_image], tf.as_dtype(observation_dtype))
+        if board_shape is not None:
+            planes, rows, cols = board_shape
+            extra = int(np.prod(observation_shape)) - planes * rows * cols
+            self.image_shape = (rows, cols, planes + extra)
+        else:
+            self.image_shape = observation_image
         bins = num_bins(net.support_size)
         planes = net.planes
         build = _Builder("mixed_bfloat16" if mixed_precision else "float32")
@@ -137,8 +160,11 @@ class ResNetwork(KerasNetwork):
         self.steps = 0
 
     def scale_image(self, observation) -> tf.Tensor:
-        """Frames / 255 when they are uint8, action planes / A; float32 [B, H, W, C] -> same."""
+        """Frames / 255 when they are uint8, action planes / A; float32 [B, H, W, C] -> same.
+        Flat boards become images first (`board_image`)."""
         x = tf.cast(tf.convert_to_tensor(observation), tf.float32)
+        if self.board_shape is not None:
+            return board_image(x, self.board_shape)
         n = self.stacked_frames
         frames, actions = (x[..., :-n], x[..., -n:]) if n > 1 else (x, None)
         if self.observation_spec.dtype == tf.uint8:
