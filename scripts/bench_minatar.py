@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
 from benchlib import train_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +45,7 @@ COLUMNS = [
     "training_minutes",
     "mean_return",
     "std_return",
+    "episodes",
 ]
 
 
@@ -83,9 +85,17 @@ def read_eval(run_dir: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def eval_episodes(run_dir: Path) -> int | None:
+    """The greedy episodes of each of the run's evaluations (its config.yaml's `run.eval_episodes`)."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return None
+    return (yaml.safe_load(path.read_text()).get("run") or {}).get("eval_episodes")
+
+
 def curve(game: str, seed: int, run_dir: Path) -> list[dict]:
     """The run's evaluations as rows of COLUMNS."""
-    rows = []
+    rows, episodes = [], eval_episodes(run_dir)
     for row in read_eval(run_dir):
         wall, evaluating = float(row["wall_seconds"]), float(row["eval_seconds"])
         rows.append(
@@ -99,6 +109,7 @@ def curve(game: str, seed: int, run_dir: Path) -> list[dict]:
                 "training_minutes": round((wall - evaluating) / 60, 2),
                 "mean_return": float(row["mean_return"]),
                 "std_return": float(row["std_return"]),
+                "episodes": episodes,
             }
         )
     return rows
@@ -226,28 +237,32 @@ def main() -> int:
         writer.writeheader()
         writer.writerows(rows)
     floors = {game: random_policy_return(game, overrides=args.set) for game in args.games}
-    print(f"\nmean greedy return over {args.episodes} episodes, last evaluation of each run:")
+    print("\nmean greedy return at the last evaluation of each run:")
     print(
-        "| game | seed | return | random policy (100 episodes) | DQN at 5M frames | env steps | training steps | training min |"
+        "| game | seed | return | episodes | random policy (100 episodes) | DQN at 5M frames | env steps | "
+        "training steps | training min |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for game in args.games:
         for seed in args.seeds:
             points = [row for row in rows if row["game"] == game and row["seed"] == seed]
             if points:
                 last = points[-1]
                 print(
-                    f"| {game} | {seed} | {last['mean_return']:.1f} +- {last['std_return']:.1f} | "
+                    f"| {game} | {seed} | {last['mean_return']:.1f} +- {last['std_return']:.1f} | {last['episodes']} | "
                     f"{floors[game]:.2f} | {DQN_5M.get(game, '-')} | {last['env_steps']:,} | {last['training_step']:,} | "
                     f"{last['training_minutes']:.0f} |"
                 )
     print(f"wrote {args.out / 'curves.csv'}")
+    # Runs read from earlier invocations may have been evaluated with other --episodes.
+    counts = sorted({row["episodes"] for row in rows}, key=str)
+    per_point = f"{counts[0]} episodes per point" if len(counts) == 1 else "episodes per point: curves.csv"
     try:
         plot(
             rows,
             args.games,
             args.out / "learning_curves.png",
-            f"MinAtar, {args.minutes:g} training minutes per run: greedy return ({args.episodes} episodes per point)",
+            f"MinAtar, {args.minutes:g} training minutes per run: greedy return ({per_point})",
             floors,
         )
         print(f"wrote {args.out / 'learning_curves.png'}")

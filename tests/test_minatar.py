@@ -136,11 +136,13 @@ def test_bench_minatar_reads_a_runs_curve_and_plots_it(tmp_path):
         "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
         "500,5000,400,240.0,15.0,0.5,0.6\n1000,10000,800,390.0,30.0,2.0,1.8\n"
     )
+    (run_dir / "config.yaml").write_text("game:\n  id: minatar:breakout\nrun:\n  eval_episodes: 30\n")
     rows = bench.curve("breakout", 0, run_dir)
-    # Training minutes leave the evaluations out: (240 - 15) / 60 = 3.75 and (390 - 30) / 60 = 6.
-    assert [(row["env_steps"], row["training_minutes"], row["mean_return"]) for row in rows] == [
-        (5000, 3.75, 0.5),
-        (10000, 6.0, 2.0),
+    # Training minutes leave the evaluations out: (240 - 15) / 60 = 3.75 and (390 - 30) / 60 = 6;
+    # the episodes per evaluation are the run's own (its config), whatever --episodes says now.
+    assert [(row["env_steps"], row["training_minutes"], row["mean_return"], row["episodes"]) for row in rows] == [
+        (5000, 3.75, 0.5, 30),
+        (10000, 6.0, 2.0, 30),
     ]
     pytest.importorskip("matplotlib")
     bench.plot(rows, ["breakout"], tmp_path / "curves.png", "test")
