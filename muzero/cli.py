@@ -218,7 +218,7 @@ def command_train(args: argparse.Namespace) -> int:
         config = load_config(config_paths, args.set)
         where = " + ".join(config_paths)
     try:
-        spec = check_environment(config.game, config.replay.augment_symmetries, config.network.kind)
+        spec = check_environment(config.game, config.replay.augment_symmetries, config.network)
     except EnvironmentSpecError as error:
         raise UsageError(f"{_blame(args.set, error.key, where)}: {error.key}: {error}") from None
     if args.print_config:  # a dry run: everything above is checked, nothing is written
@@ -338,9 +338,16 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
         observation_shape = check_environment(c.game).observation_shape
         net = c.network
         if net.kind == "resnet":  # named by the config keys that set the shapes
+            board = {}
+            if len(observation_shape) == 1:  # a board game: the board's planes, rows and columns
+                from muzero.envs import board_shape_of
+
+                board = {"board (planes, rows, cols)": board_shape_of(c.game)}
             return {
                 "network.kind": net.kind,
                 "image shape": image_shape(c.game.stacked_frames, observation_shape),
+                **board,
+                "network.downsample": net.downsample,
                 "game.action_space_size": c.action_space_size,
                 "network.planes": net.planes,
                 "network.blocks": net.blocks,

@@ -249,7 +249,7 @@ def main() -> int:
             if points:
                 last = points[-1]
                 print(
-                    f"| {game} | {seed} | {last['mean_return']:.1f} +- {last['std_return']:.1f} | {last['episodes']} | "
+                    f"| {game} | {seed} | {last['mean_return']:.1f} +- {last['std_return']:.1f} | {last['episodes'] or '-'} | "
                     f"{floors[game]:.2f} | {DQN_5M.get(game, '-')} | {last['env_steps']:,} | {last['training_step']:,} | "
                     f"{last['training_minutes']:.0f} |"
                 )

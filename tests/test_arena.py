@@ -17,7 +17,8 @@ from muzero.networks.base import UniformNetwork
 from muzero.play import play
 from tests.helpers import TICTACTOE, muzero_command
 
-CONFIG = load_config(TICTACTOE, ["search.num_simulations=8"])
+# Scripted MuZero moves (`muzero_actions` replaced): no search, so none is built.
+CONFIG = load_config(TICTACTOE, ["search.num_simulations=8", "selfplay.batched=false"])
 
 
 def _state(*actions: int):
@@ -63,6 +64,24 @@ def test_counts_per_side_with_scripted_players(monkeypatch):
     )
     result = play_match(CONFIG, UniformNetwork(9), "perfect", games=10, seed=0)
     assert result.total("win") == 0 and result.counts["second"]["loss"] > 0
+
+
+def test_an_odd_number_of_games_and_games_cut_at_max_moves(monkeypatch):
+    # 5 games: MuZero moves first in (5 + 1) // 2 = 3, second in 2. Every game is cut after
+    # max_moves = 3 moves (tic-tac-toe needs 5 for a win): not ended, so each counts as a draw.
+    config = load_config(TICTACTOE, ["game.max_moves=3", "selfplay.batched=false"])
+    calls = []
+
+    def lowest_square(config, network, games, searcher):
+        calls.append(len(games))
+        return [game.legal_actions()[0] for game in games]
+
+    monkeypatch.setattr(arena, "muzero_actions", lowest_square)
+    result = play_match(config, UniformNetwork(9), "random", games=5, seed=0)
+    assert result.counts == {"first": {"win": 0, "draw": 3, "loss": 0}, "second": {"win": 0, "draw": 2, "loss": 0}}
+    # All games side by side: MuZero moves at plies 1 and 3 as first player (3 games) and at
+    # ply 2 as second (2 games); a round searches every game waiting for MuZero: [5, 3].
+    assert calls == [5, 3]
 
 
 def test_opponents_by_name():
@@ -195,9 +214,12 @@ class OracleNetwork:
         return 0
 
 
+@pytest.mark.parametrize("batched", ["true", "false"])  # the batched search, or run_mcts game by game
 @pytest.mark.parametrize("rule", ["negamax", "pseudocode"])
-def test_with_a_perfect_model_the_negamax_search_plays_perfectly(rule):
-    config = load_config(TICTACTOE, ["search.num_simulations=50", f"search.two_player_rule={rule}"])
+def test_with_a_perfect_model_the_negamax_search_plays_perfectly(rule, batched):
+    config = load_config(
+        TICTACTOE, ["search.num_simulations=50", f"search.two_player_rule={rule}", f"selfplay.batched={batched}"]
+    )
     result = play_match(config, OracleNetwork(), "perfect", games=8, seed=3)
     if rule == "negamax":
         # Values from the player to move's point of view, rewards signed by their mover: the

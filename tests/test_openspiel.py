@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from muzero.config import GameConfig
+from muzero.config import GameConfig, NetworkConfig
 from muzero.envs import EnvironmentSpecError, check_environment
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
@@ -132,6 +132,7 @@ def test_games_that_do_not_fit_are_refused(game_id, fragment):
             "game.action_space_size=7",
             ("game.action_space_size: openspiel:tic_tac_toe has 9 actions, but game.action_space_size is 7"),
         ),
+        ("network.kind=resnet", "network.downsample: openspiel:tic_tac_toe: a 3x3 board is too small"),
     ],
 )
 def test_bad_board_games_exit_2_with_one_line(tmp_path, override, fragment):
@@ -142,13 +143,28 @@ def test_bad_board_games_exit_2_with_one_line(tmp_path, override, fragment):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_resnet_needs_a_board():
+def test_a_resnet_needs_a_board_and_keeps_its_size():
+    board_net = NetworkConfig(kind="resnet", downsample=False)
     # Connect four's tensor is [3, 6, 7]: a board. Mancala's is [16]: none; CartPole's 4 numbers: none.
-    assert check_environment(GameConfig(id="openspiel:connect_four", action_space_size=7), network_kind="resnet")
-    for game_id, actions, fragment in (
-        ("openspiel:mancala", 14, "openspiel:mancala: its observation tensor has shape [16], not [planes, rows, cols]"),
-        ("CartPole-v1", 2, "CartPole-v1 gives flat observations of shape (4,) and no board"),
+    assert check_environment(GameConfig(id="openspiel:connect_four", action_space_size=7), network=board_net)
+    for game_id, actions, network, key, fragment in (
+        (
+            "openspiel:mancala",
+            14,
+            board_net,
+            "network.kind",
+            "openspiel:mancala: its observation tensor has shape [16], not [planes, rows, cols]",
+        ),
+        ("CartPole-v1", 2, board_net, "network.kind", "CartPole-v1 gives flat observations of shape (4,) and no board"),
+        # The 96->6 stack halves a 6x7 board four times: 3x4, 2x2, 1x1, 1x1.
+        (
+            "openspiel:connect_four",
+            7,
+            NetworkConfig(kind="resnet"),
+            "network.downsample",
+            "openspiel:connect_four: a 6x7 board is too small for the 96->6 downsampling stack",
+        ),
     ):
         with pytest.raises(EnvironmentSpecError) as error:
-            check_environment(GameConfig(id=game_id, action_space_size=actions), network_kind="resnet")
-        assert fragment in str(error.value) and error.value.key == "network.kind"
+            check_environment(GameConfig(id=game_id, action_space_size=actions), network=network)
+        assert fragment in str(error.value) and error.value.key == key

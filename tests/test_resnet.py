@@ -157,3 +157,20 @@ def test_a_board_game_resnet_sees_the_board_and_keeps_its_size():
     # No downsampling: the hidden state is the board's 6x7; values on the 3 bins of support_size 1.
     assert output.hidden_state.shape == (2, 6, 7, 8) and output.value_logits.shape == (2, 3)
     assert network.recurrent_inference(output.hidden_state, np.array([0, 6])).policy_logits.shape == (2, 7)
+
+
+def test_a_mirrored_board_observation_is_the_mirrored_image():
+    # Replay's symmetries permute the flat observation (muzero/symmetries.py); the resnet must
+    # see that as the board flipped left to right, the player plane unchanged.
+    from muzero.envs.openspiel import OpenSpielEnvironment
+
+    environment = OpenSpielEnvironment("connect_four")
+    environment.reset()
+    for column in (0, 0, 1, 5):  # an asymmetric position
+        environment.step(column)
+    flat = environment.observation()
+    _, mirror = environment.symmetries  # the identity first
+    image = board_image(tf.constant(flat[None]), (3, 6, 7)).numpy()[0]
+    mirrored = board_image(tf.constant(flat[None, list(mirror.observation)]), (3, 6, 7)).numpy()[0]
+    np.testing.assert_array_equal(mirrored, image[:, ::-1, :])
+    assert not np.array_equal(image, image[:, ::-1, :])

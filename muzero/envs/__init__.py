@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 from muzero.envs.base import Environment, EnvironmentSpec, EnvironmentSpecError, GamePlugin
 
 if TYPE_CHECKING:
-    from muzero.config import GameConfig
+    from muzero.config import GameConfig, NetworkConfig
 
 __all__ = [
     "Environment",
     "EnvironmentSpec",
     "EnvironmentSpecError",
     "GamePlugin",
+    "board_shape_of",
     "check_environment",
     "make_environment",
     "make_environments",
@@ -95,15 +96,22 @@ def make_environments(game: GameConfig, count: int, seed: int) -> list[Environme
     return [make_environment(game, seed * 10_007 + i) for i in range(count)]
 
 
+def board_shape_of(game: GameConfig) -> tuple[int, int, int] | None:
+    """(planes, rows, cols) of the board in the game's flat observations, where its plug-in
+    knows one (`GamePlugin.board_shape`); None otherwise."""
+    plugin, name = resolve_game(game.id)
+    return None if plugin.board_shape is None else plugin.board_shape(name, game.kwargs)
+
+
 def check_environment(
-    game: GameConfig, augment_symmetries: bool = False, network_kind: str | None = None
+    game: GameConfig, augment_symmetries: bool = False, network: NetworkConfig | None = None
 ) -> EnvironmentSpec:
     """Makes one environment and checks it against the `game` section; returns what it is.
 
     Args:
       augment_symmetries: `replay.augment_symmetries`: the game must have symmetries.
-      network_kind: `network.kind`: a resnet needs image observations or a board
-        (`GamePlugin.board_shape`).
+      network: the `network` section: a resnet needs image observations or a board
+        (`GamePlugin.board_shape`), and a board keeps its size (`downsample: false`).
 
     Raises:
       EnvironmentSpecError: with a one-line message and the config key to blame.
@@ -126,15 +134,21 @@ def check_environment(
             raise EnvironmentSpecError(
                 f"{game.id}: {spec.num_players} players; only 1 or 2 (alternating) are supported"
             )
-        if network_kind == "resnet" and len(spec.observation_shape) == 1:
-            plugin, name = resolve_game(game.id)
-            if plugin.board_shape is None:
+        if network is not None and network.kind == "resnet" and len(spec.observation_shape) == 1:
+            board = board_shape_of(game)  # raises for a board game whose tensor is not a board
+            if board is None:
                 raise EnvironmentSpecError(
                     f"{game.id} gives flat observations of shape {spec.observation_shape} and no board: "
                     "network.kind resnet needs images or a board",
                     key="network.kind",
                 )
-            plugin.board_shape(name, game.kwargs)  # raises for a game without a board
+            _, rows, cols = board
+            if network.downsample:
+                raise EnvironmentSpecError(
+                    f"{game.id}: a {rows}x{cols} board is too small for the 96->6 downsampling stack "
+                    "(it would end at 1x1); set network.downsample: false",
+                    key="network.downsample",
+                )
         if augment_symmetries and not spec.symmetries:
             raise EnvironmentSpecError(
                 f"{game.id} has no known board symmetries (known: tic-tac-toe, connect four)",

@@ -37,12 +37,11 @@ def make_network(
 
         board = None
         if len(observation_shape) == 1:
-            from muzero.envs import resolve_game
+            from muzero.envs import board_shape_of
 
-            plugin, name = resolve_game(config.game.id)
-            if plugin.board_shape is None:
+            board = board_shape_of(config.game)
+            if board is None:  # `check_environment` says so first, in one line
                 raise ValueError(f"network.kind resnet needs image or board observations; {config.game.id} has neither")
-            board = plugin.board_shape(name, config.game.kwargs)
         return ResNetwork(
             config.network,
             config.action_space_size,
