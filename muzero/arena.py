@@ -32,7 +32,7 @@ from muzero.game import Game
 from muzero.networks.base import Network
 from muzero.search import Searcher, make_searcher
 from muzero.search.reference import softmax_sample
-from muzero.selfplay import search_games, search_move
+from muzero.selfplay import legal_visits, search_games, search_move
 
 # Positions an exact search may visit before the game counts as too large to solve.
 PERFECT_PLAY_LIMIT = 200_000
@@ -121,10 +121,7 @@ def muzero_actions(config: MuZeroConfig, network: Network, games: list[Game], se
     if searcher is None:
         return [muzero_action(config, network, game) for game in games]
     result, legal = search_games(config, searcher, network, games, rng=None)
-    return [
-        softmax_sample([(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])], 0.0, None)
-        for row in range(len(games))
-    ]
+    return [softmax_sample(legal_visits(result, legal, row), 0.0, None) for row in range(len(games))]
 
 
 def arena_searcher(config: MuZeroConfig, games: int) -> Searcher | None:

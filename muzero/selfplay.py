@@ -118,6 +118,12 @@ def search_games(
     return searcher(network.initial_inference(observations), network, legal, to_play, noise), legal
 
 
+def legal_visits(result: SearchResult, legal: np.ndarray, row: int) -> list[tuple[int, int]]:
+    """Row `row` of `search_games`' result as `softmax_sample` takes it: (visit count, action)
+    for each legal action."""
+    return [(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])]
+
+
 class BatchedSelfPlay:
     """A game in progress in each environment, advanced together one move at a time.
 
@@ -164,7 +170,7 @@ class BatchedSelfPlay:
         result, legal = search_games(config, self.searcher, network, games, None if greedy else rng)
         finished = []
         for row, (slot, game) in enumerate(zip(slots, games)):
-            visits = [(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])]
+            visits = legal_visits(result, legal, row)
             temperature = (
                 0.0 if greedy else config.visit_softmax_temperature_fn(len(game.history), network.training_steps())
             )
