@@ -30,6 +30,8 @@ from pathlib import Path
 import yaml
 from benchlib import train_command
 
+from muzero.run_dir import CONFIG_FILE, EVAL_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("breakout", "space_invaders", "asterix", "freeway", "seaquest")
 # DQN after 5M frames in the MinAtar paper's learning curves (Young & Tian 2019, figure 2),
@@ -78,7 +80,7 @@ def evaluation_seconds(run_dir: Path) -> float:
 
 
 def read_eval(run_dir: Path) -> list[dict]:
-    path = run_dir / "eval.csv"
+    path = run_dir / EVAL_FILE
     if not path.is_file():
         return []
     with open(path, newline="") as f:
@@ -87,7 +89,7 @@ def read_eval(run_dir: Path) -> list[dict]:
 
 def eval_episodes(run_dir: Path) -> int | None:
     """The greedy episodes of each of the run's evaluations (its config.yaml's `run.eval_episodes`)."""
-    path = run_dir / "config.yaml"
+    path = run_dir / CONFIG_FILE
     if not path.is_file():
         return None
     return (yaml.safe_load(path.read_text()).get("run") or {}).get("eval_episodes")
