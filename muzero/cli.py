@@ -143,13 +143,31 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
         help="record every greedy episode as DIR/episode-<i>.mp4 (games that draw themselves: "
         "Atari, MinAtar, CartPole with pygame)",
     )
+    _add_simulations(evaluate)
 
     play = commands.add_parser("play", help="play a two-player board game against a run's agent in the terminal")
     play.add_argument("--run", required=True, help="run directory written by `muzero train`")
     side = play.add_mutually_exclusive_group()
     side.add_argument("--first", dest="human_first", action="store_true", default=True, help="you move first (default)")
     side.add_argument("--second", dest="human_first", action="store_false", help="MuZero moves first")
+    _add_simulations(play)
     return parser.parse_args(argv[1:])
+
+
+def _add_simulations(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--simulations",
+        type=int,
+        default=None,
+        metavar="N",
+        help="search with N simulations per move instead of the run's search.num_simulations "
+        "(a bigger budget at evaluation than in self-play, as the paper's board-game matches)",
+    )
+
+
+def _check_simulations(args: argparse.Namespace) -> None:
+    if args.simulations is not None and args.simulations < 1:
+        raise UsageError(f"--simulations: expected an integer >= 1, got {args.simulations}")
 
 
 def prepare_run_dir(logdir: Path) -> None:
@@ -427,6 +445,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         raise UsageError(f"--episodes: expected an integer >= 1, got {args.episodes}")
     if args.games < 2:
         raise UsageError(f"--games: expected an integer >= 2, got {args.games}")
+    _check_simulations(args)
     config = _check_run_dir(run_dir)
     if args.opponent is not None:
         if args.video is not None:
@@ -449,7 +468,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     from muzero.video import VideoUnavailable
 
     try:
-        returns, step = evaluate(run_dir, args.episodes, args.seed, video_dir)
+        returns, step = evaluate(run_dir, args.episodes, args.seed, video_dir, args.simulations)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
     except VideoUnavailable as error:
@@ -482,11 +501,15 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
     from muzero.evaluation import load_run
 
     try:
-        config, _, network, step = load_run(run_dir)
+        config, _, network, step = load_run(run_dir, args.simulations)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
     result = play_match(config, network, args.opponent, args.games, args.seed)
-    print(f"MuZero (checkpoint at training step {step}) against {args.opponent}, {result.games()} games:")
+    simulations = config.search.num_simulations
+    print(
+        f"MuZero (checkpoint at training step {step}, {simulations} simulations per move) against "
+        f"{args.opponent}, {result.games()} games:"
+    )
     print(f"{'side':<8}{'games':>7}{'win':>6}{'draw':>6}{'loss':>6}")
     for opponent, side, games, win, draw, loss in result.rows(args.opponent):
         print(f"{side:<8}{games:>7}{win:>6}{draw:>6}{loss:>6}")
@@ -497,8 +520,8 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
     path = Path(args.csv) if args.csv else run_dir / f"match-{args.opponent.replace(':', '_')}.csv"
     text = io.StringIO()
     writer = csv.writer(text)
-    writer.writerow(["training_step", "opponent", "side", "games", "win", "draw", "loss"])
-    writer.writerows([step, *row] for row in result.rows(args.opponent))
+    writer.writerow(["training_step", "simulations", "opponent", "side", "games", "win", "draw", "loss"])
+    writer.writerows([step, simulations, *row] for row in result.rows(args.opponent))
     try:
         write_atomically(path, text.getvalue())
     except OSError as error:
@@ -509,6 +532,7 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
 
 def command_play(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
+    _check_simulations(args)
     config = _check_run_dir(run_dir)
     _board_game(config, run_dir, "play")
 
@@ -518,7 +542,7 @@ def command_play(args: argparse.Namespace) -> int:
     from muzero.play import play
 
     try:
-        config, _, network, _ = load_run(run_dir)
+        config, _, network, _ = load_run(run_dir, args.simulations)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
     try:

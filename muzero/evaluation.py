@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -210,8 +211,13 @@ class Evaluator:
         )
 
 
-def load_run(run_dir: Path) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int]:
+def load_run(run_dir: Path, num_simulations: int | None = None) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int]:
     """A run's config, game and newest complete network (read only: no lock, nothing written).
+
+    Args:
+      run_dir: the run folder `muzero train` wrote.
+      num_simulations: the search budget to evaluate with instead of the run's
+        `search.num_simulations` (None: the run's).
 
     Returns:
       (config, spec, network as self-play runs it, training step of the checkpoint).
@@ -222,21 +228,30 @@ def load_run(run_dir: Path) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int
     from muzero.networks import make_network
 
     config = load_config(run_dir / CONFIG_FILE)
+    if num_simulations is not None:
+        config = replace(config, search=replace(config.search, num_simulations=num_simulations))
     spec = check_environment(config.game)
     network = make_network(config, spec.observation_shape, spec.observation_dtype)
     step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
     return config, spec, network.numpy_network(step), step
 
 
-def evaluate(run_dir: Path, episodes: int, seed: int = 12345, video_dir: Path | None = None) -> tuple[np.ndarray, int]:
+def evaluate(
+    run_dir: Path,
+    episodes: int,
+    seed: int = 12345,
+    video_dir: Path | None = None,
+    num_simulations: int | None = None,
+) -> tuple[np.ndarray, int]:
     """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step).
 
     With `video_dir`, every episode is also recorded as VIDEO_DIR/episode-<i>.mp4 (muzero/video.py).
+    `num_simulations` replaces the run's search budget (`load_run`).
 
     Raises:
       VideoUnavailable: `video_dir` given and the game cannot be recorded (or no encoder).
     """
-    config, spec, network, step = load_run(run_dir)
+    config, spec, network, step = load_run(run_dir, num_simulations)
     environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed)
     if video_dir is not None:
         environments = [RecordingEnvironment(environment) for environment in environments]

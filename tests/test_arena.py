@@ -127,6 +127,18 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     assert "against mcts:10, 4 games" in result.stdout and "total" in result.stdout
     written = list(csv.DictReader(table.open()))
     assert [row["side"] for row in written] == ["first", "second"] and written[0]["training_step"] == "20"
+    # The run's own budget (tictactoe_tiny_run: search.num_simulations 4) unless --simulations says.
+    assert [row["simulations"] for row in written] == ["4", "4"]
+    result = muzero_command(
+        "evaluate", "--run", str(run_dir), "--opponent", "random", "--games", "2", "--csv", str(table),
+        "--simulations", "7",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "7 simulations per move" in result.stdout
+    assert [row["simulations"] for row in csv.DictReader(table.open())] == ["7", "7"]
+    for command in ("evaluate", "play"):
+        result = muzero_command(command, "--run", str(run_dir), "--simulations", "0")
+        assert result.returncode == 2 and "--simulations: expected an integer >= 1, got 0" in result.stderr
 
     moves = "\n".join(str(a) for a in range(9)) * 2 + "\n"
     result = muzero_command("play", "--run", str(run_dir), "--second", input_text=moves)

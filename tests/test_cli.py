@@ -26,6 +26,16 @@ def _event_tags(run_dir: Path) -> set[str]:
     return tags
 
 
+def _event_steps(run_dir: Path, tag: str) -> list[int]:
+    import tensorflow as tf
+
+    steps = []
+    for event_file in run_dir.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            steps.extend(event.step for value in event.summary.value if value.tag == tag)
+    return sorted(steps)
+
+
 @pytest.mark.slow
 def test_train_tiny_then_evaluate(tiny_run):
     # The shared run: `muzero train --config configs/tiny.yaml` for 30 steps (conftest.py).
@@ -54,6 +64,10 @@ def test_train_tiny_then_evaluate(tiny_run):
         "grad/global_norm",
     }
     assert expected <= tags, expected - tags
+    # Training-step summaries at multiples of SUMMARY_EVERY (10: 10, 20, 30), at the
+    # gradient-norm steps (run.grad_summary_interval 5: 5, 10, ..., 30) and at the last step
+    # (30); not after every catch-up of the learner (steps_per_move 0.5, a game at a time).
+    assert _event_steps(run_dir, "loss/total") == [5, 10, 15, 20, 25, 30]
     # The final checkpoint is at step 30; interval 5 with 3 kept: 20, 25, 30.
     assert (run_dir / "checkpoints" / "ckpt-30.index").is_file()
     assert "training_steps: 30" in (run_dir / "config.yaml").read_text()
