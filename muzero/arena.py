@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from muzero.config import GameConfig, MuZeroConfig, parse_opponent
-from muzero.envs import resolve_game
+from muzero.envs import EnvironmentSpecError, resolve_game
 from muzero.envs.openspiel import PLUGIN as OPENSPIEL
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
@@ -72,6 +72,21 @@ def board_game(game: GameConfig, seed: int = 0) -> OpenSpielEnvironment:
     if plugin is not OPENSPIEL:
         raise OpponentError(f"only for two-player board games (game.id openspiel:...), not {game.id}")
     return plugin.make(name, seed, game.kwargs)
+
+
+def check_opponents(game: GameConfig, opponents: list[str]) -> None:
+    """Makes each of `run.eval_opponents` once, so that a run refuses at its start, in one
+    line, an opponent its first evaluation could not make (a game that is not a board game,
+    `perfect` on a game too large to solve).
+
+    Raises:
+      EnvironmentSpecError: naming the entry of `run.eval_opponents` to blame.
+    """
+    for i, spec in enumerate(opponents):
+        try:
+            make_opponent(spec, board_game(game).game, seed=0)
+        except OpponentError as error:
+            raise EnvironmentSpecError(str(error), key=f"run.eval_opponents[{i}]") from None
 
 
 class PerfectPlayer:

@@ -237,6 +237,10 @@ def command_train(args: argparse.Namespace) -> int:
         where = " + ".join(config_paths)
     try:
         spec = check_environment(config.game, config.replay.augment_symmetries, config.network)
+        if config.run.eval_opponents:
+            from muzero.arena import check_opponents
+
+            check_opponents(config.game, config.run.eval_opponents)
     except EnvironmentSpecError as error:
         raise UsageError(f"{_blame(args.set, error.key, where)}: {error.key}: {error}") from None
     if args.print_config:  # a dry run: everything above is checked, nothing is written
@@ -305,7 +309,7 @@ def _blame(overrides: list[str], key: str, where: str) -> str:
     holding it) set it, else `where` (the config files)."""
     for override in reversed(overrides):
         path = override.partition("=")[0].strip()
-        if path == key or path.startswith(key + ".") or key.startswith(path + "."):
+        if path == key or path.startswith(key + ".") or key.startswith((path + ".", path + "[")):
             return f"--set {override}"
     return where
 

@@ -15,7 +15,7 @@ from muzero.arena import OpponentError, PerfectPlayer, make_opponent, play_match
 from muzero.config_io import load_config
 from muzero.networks.base import UniformNetwork
 from muzero.play import play
-from tests.helpers import TICTACTOE, muzero_command
+from tests.helpers import CONNECT4, TICTACTOE, TINY, muzero_command
 
 # Scripted MuZero moves (`muzero_actions` replaced): no search, so none is built.
 CONFIG = load_config(TICTACTOE, ["search.num_simulations=8", "selfplay.batched=false"])
@@ -272,3 +272,25 @@ def test_the_arenas_compiled_search_runs_a_resnet_as_the_reference_search_does()
     expected = [muzero_action(config, network, game) for game in games]
     assert muzero_actions(config, searcher.bind(network.numpy_network(0)), games, searcher) == expected
     assert all(action in game.legal_actions() for action, game in zip(expected, games))
+
+
+@pytest.mark.parametrize(
+    "config, opponents, fragment",
+    [
+        # Connect four has about 4.5e12 positions: the solver gives up at PERFECT_PLAY_LIMIT.
+        (CONNECT4, "[mcts:200, perfect]", "run.eval_opponents[1]: perfect: the game has more than 200,000 positions"),
+        (
+            TINY,
+            "[random]",
+            "run.eval_opponents[0]: only for two-player board games (game.id openspiel:...), not CartPole",
+        ),
+    ],
+)
+def test_an_opponent_the_first_evaluation_could_not_make_is_refused_at_the_start(tmp_path, config, opponents, fragment):
+    result = muzero_command(
+        "train", "--config", config, "--set", f"run.eval_opponents={opponents}", "--logdir", str(tmp_path / "run")
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--set run.eval_opponents={opponents}: {fragment}" in lines[0], lines
+    assert not (tmp_path / "run").exists()

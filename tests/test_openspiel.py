@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from muzero.config import GameConfig, NetworkConfig
-from muzero.envs import EnvironmentSpecError, check_environment
+from muzero.envs import EnvironmentSpecError, check_environment, openspiel
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
 from tests.helpers import TICTACTOE, muzero_command
@@ -113,7 +113,12 @@ def test_pickled_state_continues_exactly():
                 "supported (imperfect information, chance moves)"
             ),
         ),
-        ("openspiel:catch", "(1 players"),
+        ("openspiel:catch", "(1 player, chance moves, not zero-sum)"),
+        # Extra turns: checkers' multiple jumps, a completed box in dots and boxes; amazons
+        # splits a move into three actions of one player (a random game finds each at once).
+        ("openspiel:checkers", "supported (player 0 moves again after move"),
+        ("openspiel:dots_and_boxes", "supported (player 0 moves again after move"),
+        ("openspiel:amazons", "supported (player 0 moves again after move 1 of a random game)"),
         ("openspiel:connect_four(rows=5, columns=6)", "Unknown parameter ' columns'"),
     ],
 )
@@ -145,15 +150,15 @@ def test_bad_board_games_exit_2_with_one_line(tmp_path, override, fragment):
 
 def test_a_resnet_needs_a_board_and_keeps_its_size():
     board_net = NetworkConfig(kind="resnet", downsample=False)
-    # Connect four's tensor is [3, 6, 7]: a board. Mancala's is [16]: none; CartPole's 4 numbers: none.
+    # Connect four's tensor is [3, 6, 7]: a board. Oware's is [14]: none; CartPole's 4 numbers: none.
     assert check_environment(GameConfig(id="openspiel:connect_four", action_space_size=7), network=board_net)
     for game_id, actions, network, key, fragment in (
         (
-            "openspiel:mancala",
-            14,
+            "openspiel:oware",
+            6,
             board_net,
             "network.kind",
-            "openspiel:mancala: its observation tensor has shape [16], not [planes, rows, cols]",
+            "openspiel:oware: its observation tensor has shape [14], not [planes, rows, cols]",
         ),
         ("CartPole-v1", 2, board_net, "network.kind", "CartPole-v1 gives flat observations of shape (4,) and no board"),
         # The 96->6 stack halves a 6x7 board four times: 3x4, 2x2, 1x1, 1x1.
@@ -168,3 +173,12 @@ def test_a_resnet_needs_a_board_and_keeps_its_size():
         with pytest.raises(EnvironmentSpecError) as error:
             check_environment(GameConfig(id=game_id, action_space_size=actions), network=network)
         assert fragment in str(error.value) and error.value.key == key
+
+
+def test_a_repeated_turn_the_probe_missed_stops_the_game(monkeypatch):
+    # Amazons: a move is three actions of one player (queen, destination, arrow), so the
+    # first action already leaves player 0 to move again.
+    monkeypatch.setattr(openspiel, "repeated_turn", lambda game: None)
+    env = openspiel.OpenSpielEnvironment("amazons")
+    with pytest.raises(ValueError, match="amazons: player 0 moves again after move 1; only games whose players"):
+        env.step(env.legal_actions()[0])

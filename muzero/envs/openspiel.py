@@ -3,7 +3,8 @@
 `game.id: openspiel:<name>` with the game's OpenSpiel name, parameters included
 (`openspiel:connect_four(rows=5,columns=6)`, no spaces); `game.kwargs` are further
 OpenSpiel parameters. Any two-player, turn-taking, perfect-information, deterministic,
-zero-sum OpenSpiel game fits; others are refused with one line.
+zero-sum OpenSpiel game whose players alternate fits; others are refused with one line
+(games with extra turns, such as checkers' multiple jumps, among them: `repeated_turn`).
 
 What MuZero sees (conventions for two players, see `Game.make_target` and the search's
 `two_player_rule`):
@@ -52,7 +53,7 @@ def load_game(name: str, parameters: Mapping | None = None):
     kind = game.get_type()
     problems = []
     if game.num_players() != 2:
-        problems.append(f"{game.num_players()} players")
+        problems.append(f"{game.num_players()} player" + ("s" if game.num_players() > 1 else ""))
     if kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
         problems.append("not turn-taking")
     if kind.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
@@ -61,12 +62,48 @@ def load_game(name: str, parameters: Mapping | None = None):
         problems.append("chance moves")
     if kind.utility != pyspiel.GameType.Utility.ZERO_SUM:
         problems.append("not zero-sum")
+    if not problems:
+        repeated = repeated_turn(game)
+        if repeated:
+            problems.append(repeated)
     if problems:
         raise EnvironmentSpecError(
             f"openspiel:{name}: only two-player, turn-taking, perfect-information, "
             f"deterministic, zero-sum games are supported ({', '.join(problems)})"
         )
     return game
+
+
+# Random games played to see whether the players alternate, and their length cap.
+_ALTERNATION_PROBES, _ALTERNATION_PROBE_MOVES = 16, 300
+_alternation: dict[str, str | None] = {}
+
+
+# Why: the searches and the targets take the player to move from the move number (players
+# alternate, as in the pseudocode's board games), and OpenSpiel's game type does not say
+# whether a game gives extra turns (checkers' multiple jumps, dots and boxes, mancala) or
+# splits a move into several actions (amazons). Random games find such turns at once in
+# the games we know of; `OpenSpielEnvironment.step` refuses any that a probe missed.
+def repeated_turn(game) -> str | None:
+    """Where a player moved twice in a row in one of a few seeded random games of `game`
+    ("player 0 moves again after move 1 of a random game"), or None if they alternated."""
+    key = str(game)
+    if key not in _alternation:
+        _alternation[key] = None
+        rng = np.random.default_rng(0)
+        for _ in range(_ALTERNATION_PROBES):
+            state = game.new_initial_state()
+            for move in range(1, _ALTERNATION_PROBE_MOVES + 1):
+                if state.is_terminal():
+                    break
+                mover = state.current_player()
+                state.apply_action(int(rng.choice(state.legal_actions())))
+                if not state.is_terminal() and state.current_player() == mover:
+                    _alternation[key] = f"player {mover} moves again after move {move} of a random game"
+                    break
+            if _alternation[key]:
+                break
+    return _alternation[key]
 
 
 @contextlib.contextmanager
@@ -128,6 +165,11 @@ class OpenSpielEnvironment:
             raise ValueError(f"{self.name}: action {action} is not legal here (legal: {self.state.legal_actions()})")
         mover = self.state.current_player()
         self.state.apply_action(action)
+        if not self.state.is_terminal() and self.state.current_player() == mover:
+            raise ValueError(
+                f"{self.name}: player {mover} moves again after move {len(self.state.history())}; "
+                "only games whose players alternate are supported"
+            )
         reward = float(self.state.rewards()[mover])
         return self.observation(), reward, bool(self.state.is_terminal()), False
 
