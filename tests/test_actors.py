@@ -327,7 +327,7 @@ def _ray_config(training_steps: int = 60, **actors) -> MuZeroConfig:
 def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
     import ray
 
-    from muzero.runner import Trainer
+    from muzero.builder import build_trainer
 
     # 200 steps: a restart takes seconds (a new worker process), training 60 steps less than that.
     config = _ray_config(training_steps=200, num_actors=2, moves_per_call=5, max_restarts=2)
@@ -343,7 +343,7 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
             time.sleep(0.05)  # a slower learner until the restarted actor answers: actor 1 alone must not end the run
         return batch
 
-    trainer = Trainer(
+    trainer = build_trainer(
         config, tmp_path / "run", SPEC, batch_hook=kill_at_step_20, backend="ray", ray_address=ray_address
     )
     seen["trainer"] = trainer
@@ -360,7 +360,7 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
 
 @pytest.mark.slow
 def test_slow_learner_keeps_inflight_work_bounded(tmp_path, ray_address):
-    from muzero.runner import Trainer
+    from muzero.builder import build_trainer
 
     # 2 actors x 2 calls: at most 4 calls out; each call is 5 moves x 2 games = 10 moves.
     config = _ray_config(num_actors=2, moves_per_call=5, max_inflight_per_actor=2)
@@ -375,7 +375,9 @@ def test_slow_learner_keeps_inflight_work_bounded(tmp_path, ray_address):
         return batch
 
     seen: dict = {}
-    trainer = Trainer(config, tmp_path / "run", SPEC, batch_hook=slow_learner, backend="ray", ray_address=ray_address)
+    trainer = build_trainer(
+        config, tmp_path / "run", SPEC, batch_hook=slow_learner, backend="ray", ray_address=ray_address
+    )
     seen["trainer"] = trainer
     trainer.run()
     inflight = np.array([s[0] for s in samples])
@@ -432,7 +434,7 @@ def test_hung_actor_is_replaced_then_the_run_stops_below_min_live(tmp_path, ray_
 def test_reanalyse_actors_refresh_replay_and_are_restarted(tmp_path, ray_address):
     import ray
 
-    from muzero.runner import Trainer
+    from muzero.builder import build_trainer
 
     # One self-play actor, one reanalyse actor searching 8 positions per call, 8 per training
     # step; killed at step 40, after which the learner slows down until the restarted actor
@@ -455,7 +457,7 @@ def test_reanalyse_actors_refresh_replay_and_are_restarted(tmp_path, ray_address
             time.sleep(0.05)
         return batch
 
-    trainer = Trainer(
+    trainer = build_trainer(
         config, tmp_path / "run", SPEC, batch_hook=kill_at_step_40, backend="ray", ray_address=ray_address
     )
     seen["trainer"] = trainer

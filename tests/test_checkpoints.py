@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from muzero import checkpoints
+from muzero.builder import build_trainer
 from muzero.checkpoints import Checkpointer, CheckpointError, CheckpointWriteError
 from muzero.config_io import load_config
 from muzero.envs import EnvironmentSpec
@@ -296,7 +297,7 @@ def _trainer(tmp_path: Path, *overrides: str, hook=None) -> Trainer:
     config = load_config(ROOT / "configs" / "tiny.yaml", list(overrides))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    return Trainer(config, run_dir, EnvironmentSpec((4,), np.float32, 2, 1), batch_hook=hook)
+    return build_trainer(config, run_dir, EnvironmentSpec((4,), np.float32, 2, 1), batch_hook=hook)
 
 
 def test_nonfinite_skip_leaves_weights_unchanged_and_stops_after_the_bound(tmp_path):
@@ -332,7 +333,8 @@ def _random_game(trainer):
     from muzero.networks.base import make_uniform_network
     from muzero.selfplay import play_game
 
-    return play_game(trainer.config, make_uniform_network(2), trainer.source.environments[0], np.random.default_rng(0))
+    config = load_config(ROOT / "configs" / "tiny.yaml")
+    return play_game(config, make_uniform_network(2), trainer.source.environments[0], np.random.default_rng(0))
 
 
 def test_nonfinite_stop_names_step_and_last_checkpoint(tmp_path):
