@@ -260,7 +260,8 @@ def command_train(args: argparse.Namespace) -> int:
     load_tensorflow()
     from muzero.actors import ClusterError
     from muzero.checkpoints import CheckpointError
-    from muzero.runner import RunStopped, train
+    from muzero.builder import train
+    from muzero.runner import RunStopped
 
     logging.info("run directory %s; watch it with: tensorboard --logdir %s", logdir, logdir.parent)
     try:
