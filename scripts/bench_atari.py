@@ -10,7 +10,7 @@ Rows, all measured in this run on this machine:
   XLA with --jit) on random batches of the paper's input ([B, 96, 96, 128] uint8);
   steps/s, samples/s, and the rate it reaches, FLOPs counted from the layer shapes
   (x3 for forward + backward), as a fraction of the matmul reference.
-* self-play: `BatchedSelfPlay` on real ALE Pong environments with the compiled
+* self-play: the run's self-play source (`muzero.builder.make_selfplay_source`, batched) on real ALE Pong environments with the compiled
   search (50 simulations at paper size); moves/s and frames/s (x4 action repeat).
 
 Each time is the median over rounds after one warm-up round (tracing, compiling).
@@ -26,6 +26,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from muzero.builder import make_learner, make_run_network, make_selfplay_source
 from muzero.config import (
     GameConfig,
     MuZeroConfig,
@@ -34,14 +35,10 @@ from muzero.config import (
     SelfPlayConfig,
     TrainConfig,
 )
-from muzero.envs import make_environment
+from muzero.envs import check_environment
 from muzero.envs.atari import AtariSettings
-from muzero.networks import make_network
 from muzero.replay import Batch
-from muzero.search import make_searcher
-from muzero.selfplay import BatchedSelfPlay
 from muzero.storage import SharedStorage
-from muzero.training import Learner
 
 SIZES = {
     "tiny": {"planes": 8, "blocks": 1, "hidden_layers": (16,)},
@@ -128,8 +125,9 @@ def main() -> None:
     reference = matmul_rate(tf.bfloat16 if args.mixed_precision else tf.float32)
     print(f"matmul reference: {reference / 1e12:.3f} TFLOP/s")
 
-    network = make_network(config, (96, 96, 3), np.uint8)
-    learner = Learner(config, network)
+    spec = check_environment(config.game, network=config.network)
+    network = make_run_network(config, spec)
+    learner = make_learner(config, network)
     params = sum(int(np.prod(v.shape)) for v in network.trainable_variables)
     representation = forward_flops(network.representation)
     recurrent = forward_flops(network.dynamics) + forward_flops(network.prediction)
@@ -148,9 +146,8 @@ def main() -> None:
         f"{rate / 1e12:.3f} TFLOP/s = {rate / reference:.2f} x the matmul reference"
     )
 
-    environments = [make_environment(config.game, seed) for seed in range(args.envs)]
-    searcher = make_searcher(config, args.envs, (96, 96, 3), np.uint8)
-    selfplay = BatchedSelfPlay(config, environments, searcher)
+    # The run's own self-play source (`muzero train` builds the same): args.envs games in lockstep.
+    selfplay = make_selfplay_source(config, spec, backend="local", ray_address=None, seed=0).batched
     storage = SharedStorage(config.action_space_size)
     storage.save_network(0, network)
     rng = np.random.default_rng(0)
