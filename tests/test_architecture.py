@@ -81,6 +81,130 @@ def test_families_import_only_families_and_what_is_below_them():
             assert not above, f"{name} imports {sorted(above)}"
 
 
+# Modules allowed to take the whole `MuZeroConfig`: the builder unpacks it for everything else,
+# the CLI and config loading read it, and the reference search keeps the pseudocode's
+# `run_mcts(config, ...)` family so that it reads beside the paper.
+WHOLE_CONFIG_MODULES = {
+    "muzero.builder",
+    "muzero.cli",
+    "muzero.config",
+    "muzero.config_io",
+    "muzero.search.reference",
+}
+# At most this many signatures elsewhere (issue 32): the pseudocode's `play_game(config, ...)` and
+# the few entry points that build their own parts in another process (Ray actors).
+MAX_WHOLE_CONFIG_SIGNATURES = 10
+# Imports across layers that the layering forbids (importer prefix, imported prefix, why).
+FORBIDDEN_IMPORTS = [
+    ("muzero.config", "muzero.envs", "config loading is below the game plug-ins"),
+    ("muzero.config_io", "muzero.envs", "config loading is below the game plug-ins"),
+    ("muzero.networks", "muzero.envs", "a network gets the board shape from EnvironmentSpec"),
+    # The compiled search builds no network: it gets a factory (it may use the family's types).
+    ("muzero.search.compiled", "muzero.networks.__init__", "the compiled search gets a network factory"),
+    ("muzero.search.compiled", "muzero.networks.keras", "the compiled search gets a network factory"),
+    ("muzero.cli", "muzero.networks.base", "the CLI uses the networks package's public functions"),
+    ("muzero.cli", "muzero.networks.numpy_mlp", "the CLI uses the networks package's public functions"),
+]
+# A private attribute read on another object, allowed: the namedtuple API.
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
+
+
+def _annotation_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    arguments = function.args
+    every = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
+    every += [arg for arg in (arguments.vararg, arguments.kwarg) if arg is not None]
+    return [ast.unparse(arg.annotation).strip("'\"") for arg in every if arg.annotation is not None]
+
+
+def whole_config_signatures() -> list[str]:
+    """`module:function` of every function or method outside WHOLE_CONFIG_MODULES with a
+    parameter annotated `MuZeroConfig`."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        if module in WHOLE_CONFIG_MODULES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                name.split(".")[-1] == "MuZeroConfig" for name in _annotation_names(node)
+            ):
+                found.append(f"{module}:{node.name}")
+    return found
+
+
+def test_few_signatures_take_the_whole_config():
+    found = whole_config_signatures()
+    assert len(found) <= MAX_WHOLE_CONFIG_SIGNATURES, f"{len(found)} signatures take MuZeroConfig: {found}"
+
+
+def test_the_whole_config_count_sees_annotations(tmp_path):
+    # The counter finds the annotation however it is written: a plain name, a string, a dotted path.
+    tree = ast.parse(
+        "def a(config: MuZeroConfig): ...\n"
+        "def b(x, config: 'MuZeroConfig' = None): ...\n"
+        "def c(*, c: muzero.config.MuZeroConfig): ...\n"
+        "def d(train: TrainConfig): ...\n"
+    )
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    takes = [f.name for f in functions if any(n.split(".")[-1] == "MuZeroConfig" for n in _annotation_names(f))]
+    assert takes == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("importer, imported, why", FORBIDDEN_IMPORTS)
+def test_no_import_across_layers(importer, imported, why):
+    graph = _graph()
+    # "pkg.__init__" names the package module itself, not its submodules.
+    package_only = imported.endswith(".__init__")
+    imported = imported.removesuffix(".__init__")
+    offenders = {
+        name: sorted(t for t in targets if t == imported or (not package_only and t.startswith(imported + ".")))
+        for name, targets in graph.items()
+        if name == importer or name.startswith(importer + ".")
+    }
+    assert not {k: v for k, v in offenders.items() if v}, f"{offenders} ({why})"
+
+
+def test_the_config_layer_imports_nothing_above_it():
+    # config.py imports no muzero module; config_io.py only config.py.
+    graph = _graph()
+    assert graph["muzero.config"] == set()
+    assert graph["muzero.config_io"] <= {"muzero.config"}, graph["muzero.config_io"]
+
+
+def test_no_private_attribute_is_read_on_another_modules_object():
+    # `other._name` is a reach-in unless `_name` is an attribute this module's own classes set
+    # (`self._name = ...`), as ActionHistory.clone copies its own private field.
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        own = {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        }
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")):
+                continue
+            if node.attr.startswith("__") or node.attr in NAMEDTUPLE_API or node.attr in own:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not offenders, offenders
+
+
+def test_no_module_is_over_450_lines():
+    long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 450}
+    assert not long, long
+
+
+def test_the_runner_holds_the_loop_and_the_builder_the_parts():
+    # The loop makes no part itself: no network, learner, replay, searcher or environment factory.
+    runner = _imports(PACKAGE / "runner.py")
+    assert not runner & {"muzero.networks", "muzero.search", "muzero.envs", "muzero.builder"}, runner
+    assert "muzero.runner" in _imports(PACKAGE / "builder.py")
+
+
 @pytest.mark.parametrize(
     "game_id, plugin, name",
     [
