@@ -34,9 +34,10 @@ import numpy as np
 from muzero.actor_pool import ActorPool, ClusterError, check_address, connect, fetch_network, limit_actor_resources
 from muzero.config import MuZeroConfig
 from muzero.envs import EnvironmentSpec, make_environments
+from muzero.factories import make_run_searcher
 from muzero.game import Game
 from muzero.networks.base import Network
-from muzero.search import Searcher, make_searcher
+from muzero.search import Searcher
 from muzero.selfplay import BatchedSelfPlay, SelfPlaySource, SelfPlayStopped
 from muzero.storage import SharedStorage
 
@@ -102,9 +103,7 @@ class SelfPlayWorker:
         self.actor_index = actor_index
         self.start_step = start_step
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.searcher: Searcher = make_searcher(
-            config, config.selfplay.num_envs, spec.observation_shape, spec.observation_dtype, spec.num_players
-        )
+        self.searcher: Searcher = make_run_searcher(config, spec, config.selfplay.num_envs)
         self.incarnation = -1
         self.selfplay: BatchedSelfPlay | None = None
         self.rng: np.random.Generator | None = None

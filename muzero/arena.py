@@ -25,12 +25,13 @@ from collections.abc import Callable
 import numpy as np
 
 from muzero.config import GameConfig, MuZeroConfig, parse_opponent
-from muzero.envs import EnvironmentSpecError, resolve_game
+from muzero.envs import EnvironmentSpecError, check_environment, resolve_game
 from muzero.envs.openspiel import PLUGIN as OPENSPIEL
 from muzero.envs.openspiel import OpenSpielEnvironment
+from muzero.factories import make_run_searcher
 from muzero.game import Game
 from muzero.networks.base import Network
-from muzero.search import Searcher, make_searcher
+from muzero.search import Searcher
 from muzero.search.reference import softmax_sample
 from muzero.selfplay import legal_visits, search_games, search_move
 
@@ -140,11 +141,10 @@ def muzero_actions(config: MuZeroConfig, network: Network, games: list[Game], se
 
 
 def arena_searcher(config: MuZeroConfig, games: int) -> Searcher | None:
-    """The searcher for `games` games side by side (`make_searcher`), None for the reference search."""
+    """The searcher for `games` games side by side (`make_run_searcher`), None for the reference search."""
     if not config.selfplay.batched:
         return None
-    environment = board_game(config.game)
-    return make_searcher(config, games, environment.observation_shape, environment.observation_dtype, 2)
+    return make_run_searcher(config, check_environment(config.game), games)
 
 
 @dataclasses.dataclass

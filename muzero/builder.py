@@ -22,12 +22,12 @@ from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_dict, config_to_yaml
 from muzero.envs import EnvironmentSpec, make_environments
 from muzero.evaluation import Evaluator
+from muzero.factories import make_learner, make_replay_buffer, make_run_network, make_run_searcher, network_factory
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_enabled
 from muzero.replay import Batch, ReplayBuffer
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, lock_run_dir, write_atomically
 from muzero.run_state import RunState, seed_everything
 from muzero.runner import LoopSettings, Trainer
-from muzero.search import make_searcher
 from muzero.selfplay import LocalSelfPlay, SelfPlaySource
 from muzero.storage import SharedStorage
 from muzero.tf_runtime import configure_devices
@@ -101,25 +101,6 @@ class RunParts:
         self.source.close()
 
 
-def make_run_network(config: MuZeroConfig, spec: EnvironmentSpec) -> KerasNetwork:
-    """The learner's network for the config's `network` section and the game `spec`."""
-    from muzero.networks import make_network
-
-    return make_network(config, spec.observation_shape, spec.observation_dtype)
-
-
-def make_learner(config: MuZeroConfig, network: KerasNetwork) -> Learner:
-    """`update_weights` with the `train` section's optimizer, for `network`."""
-    from muzero.training import Learner
-
-    return Learner(config, network)
-
-
-def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng) -> ReplayBuffer:
-    """The replay buffer of the `replay` section, sampling batches for the `train` section."""
-    return ReplayBuffer(config, rng, spec.symmetries)
-
-
 def make_selfplay_source(
     config: MuZeroConfig, spec: EnvironmentSpec, backend: str, ray_address: str | None, seed: int
 ) -> SelfPlaySource:
@@ -130,13 +111,7 @@ def make_selfplay_source(
         return RaySelfPlay(config, spec, ray_address)
     batched = config.selfplay.batched
     environments = make_environments(config.game, config.selfplay.num_envs if batched else 1, seed)
-    searcher = (
-        make_searcher(
-            config, config.selfplay.num_envs, spec.observation_shape, spec.observation_dtype, spec.num_players
-        )
-        if batched
-        else None
-    )
+    searcher = make_run_searcher(config, spec, config.selfplay.num_envs) if batched else None
     return LocalSelfPlay(config, environments, searcher)
 
 
@@ -147,15 +122,12 @@ def make_reanalyser(config: MuZeroConfig, spec: EnvironmentSpec, backend: str, r
         from muzero.reanalyse_actors import RayReanalyse
 
         return RayReanalyse(config, spec, ray_address)
-    searcher = make_searcher(
-        config, config.reanalyse.batch_size, spec.observation_shape, spec.observation_dtype, spec.num_players
-    )
-    return LocalReanalyse(config, searcher)
+    return LocalReanalyse(config, make_run_searcher(config, spec, config.reanalyse.batch_size))
 
 
 def make_target_network(config: MuZeroConfig, spec: EnvironmentSpec) -> TargetNetwork:
     """Reanalyse's target network θ⁻, refreshed every `reanalyse.target_network_interval` steps."""
-    return TargetNetwork(config, spec.observation_shape, spec.observation_dtype)
+    return TargetNetwork(config.reanalyse.target_network_interval, network_factory(config, spec))
 
 
 def make_checkpointer(config: MuZeroConfig, run_dir: Path, network: KerasNetwork, learner: Learner) -> Checkpointer:

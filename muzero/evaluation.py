@@ -19,10 +19,11 @@ from absl import logging
 
 from muzero.config import MuZeroConfig
 from muzero.envs import Environment, EnvironmentSpec, make_environments
+from muzero.factories import make_run_network, make_run_searcher
 from muzero.game import Game
 from muzero.networks.base import Network
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
-from muzero.search import Searcher, make_searcher
+from muzero.search import Searcher
 from muzero.selfplay import play_game, play_games_batched
 from muzero.video import EvaluationVideos, RecordingEnvironment, save_episodes
 
@@ -66,7 +67,7 @@ def eval_searcher(config: MuZeroConfig, spec: EnvironmentSpec, episodes: int) ->
     """The searcher of batched evaluation games (None: the reference search, one game at a time)."""
     if not config.selfplay.batched:
         return None
-    return make_searcher(config, episodes, spec.observation_shape, spec.observation_dtype, spec.num_players)
+    return make_run_searcher(config, spec, episodes)
 
 
 class Evaluator:
@@ -225,15 +226,14 @@ def load_run(run_dir: Path, num_simulations: int | None = None) -> tuple[MuZeroC
     from muzero.checkpoints import Checkpointer
     from muzero.config_io import load_config
     from muzero.envs import check_environment
-    from muzero.networks import make_network
 
     config = load_config(run_dir / CONFIG_FILE)
     if num_simulations is not None:
         config = replace(config, search=replace(config.search, num_simulations=num_simulations))
     spec = check_environment(config.game)
-    network = make_network(config, spec.observation_shape, spec.observation_dtype)
+    network = make_run_network(config, spec)
     step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
-    return config, spec, network.numpy_network(step), step
+    return config, spec, network.published_network(step), step
 
 
 def evaluate(

@@ -22,7 +22,8 @@ so the whole window is swept again and again. `LocalReanalyse` does it in this p
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from muzero.networks.base import Network, PublishedWeights, UniformNetwork
 from muzero.replay import ReplayBuffer
 from muzero.search.types import Searcher, SearchResult
 from muzero.selfplay import root_noise
+
+if TYPE_CHECKING:
+    from muzero.networks.keras import KerasNetwork
 
 # Seeds Reanalyse's noise: (run seed, this), apart from every other stream of the run.
 REANALYSE_STREAM = 7
@@ -125,17 +129,15 @@ class TargetNetwork:
     or a compiled `initial_inference` (resnet).
 
     Args:
-      config: the run's config.
-      observation_shape, observation_dtype: of the environment's observations.
+      interval: `reanalyse.target_network_interval`.
+      network_factory: builds a Keras network of the learner's kind and shapes.
     """
 
-    def __init__(self, config: MuZeroConfig, observation_shape: tuple[int, ...], observation_dtype: type):
+    def __init__(self, interval: int, network_factory: Callable[[], KerasNetwork]):
         import tensorflow as tf
 
-        from muzero.networks import make_network
-
-        self.interval = config.reanalyse.target_network_interval
-        self.keras_network = make_network(config, observation_shape, observation_dtype)
+        self.interval = interval
+        self.keras_network = network_factory()
         self.step = -1
         self._numpy: Network | None = None
         self._initial = tf.function(
@@ -160,7 +162,7 @@ class TargetNetwork:
     def _load(self, weights: dict, step: int) -> None:
         self.keras_network.set_weights(weights)
         self.step = step
-        self._numpy = self.keras_network.numpy_network(step)
+        self._numpy = self.keras_network.published_network(step)
 
     def state_dict(self) -> dict:
         return {"weights": self.keras_network.get_weights(), "step": self.step}

@@ -25,6 +25,7 @@ import numpy as np
 from muzero.actor_pool import ActorPool, fetch_network, limit_actor_resources
 from muzero.config import MuZeroConfig
 from muzero.envs import EnvironmentSpec
+from muzero.factories import make_run_searcher
 from muzero.networks.base import Network
 from muzero.reanalyse import (
     REANALYSE_STREAM,
@@ -35,7 +36,7 @@ from muzero.reanalyse import (
     select_positions,
 )
 from muzero.replay import ReplayBuffer
-from muzero.search import SearchResult, make_searcher
+from muzero.search import SearchResult
 
 
 @dataclass
@@ -68,9 +69,7 @@ class ReanalyseWorker:
         limit_actor_resources(config, max(1, int(config.actors.cpus_per_actor)))
         self.actor_index = actor_index
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.searcher = make_searcher(
-            config, config.reanalyse.batch_size, spec.observation_shape, spec.observation_dtype, spec.num_players
-        )
+        self.searcher = make_run_searcher(config, spec, config.reanalyse.batch_size)
         self.config, self.start_step = config, start_step
         self.network: Network | None = None
         self.weights_step = -1

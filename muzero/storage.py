@@ -27,9 +27,9 @@ class SharedStorage:
         return make_uniform_network(self._action_space_size)
 
     def save_network(self, step: int, network) -> None:
-        """Publishes `network` (anything with `numpy_network(steps)`) as trained for `step` steps."""
+        """Publishes `network` (anything with `published_network(steps)`) as trained for `step` steps."""
         self._step = step
-        self._network = network.numpy_network(step)
+        self._network = network.published_network(step)
 
     def latest_step(self) -> int:
         """Training step of the newest network; -1 before any save."""

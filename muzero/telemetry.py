@@ -157,4 +157,3 @@ class Telemetry:
                     self.summaries.images(step, "selfplay/observations", frames)
                     self.last_image_step = step
         self.summaries.scalars(step, source_metrics)
-

@@ -37,18 +37,18 @@ def median_rate(points: list[tuple[float, int]], start: float, interval: float, 
 
 def initial_network(config: MuZeroConfig, spec):
     """The learner's freshly initialised network as self-play sees it (numpy weights)."""
-    from muzero.networks import make_network
+    from muzero.factories import make_run_network
 
-    return make_network(config, spec.observation_shape, spec.observation_dtype).numpy_network(0)
+    return make_run_network(config, spec).published_network(0)
 
 
 def bench_local(config: MuZeroConfig, spec, interval: float, intervals: int) -> float:
     """Moves/s of the local back end: one batched search per move over num_envs games."""
     from muzero.envs import make_environments
-    from muzero.search import make_searcher
+    from muzero.factories import make_run_searcher
     from muzero.selfplay import BatchedSelfPlay
 
-    searcher = make_searcher(config, config.selfplay.num_envs, spec.observation_shape, spec.observation_dtype)
+    searcher = make_run_searcher(config, spec, config.selfplay.num_envs)
     selfplay = BatchedSelfPlay(config, make_environments(config.game, config.selfplay.num_envs, 0), searcher)
     network, rng = initial_network(config, spec), np.random.default_rng(0)
 

@@ -154,7 +154,7 @@ def main() -> None:
     )
     tf.keras.utils.set_random_seed(0)
     keras_network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
-    numpy_network = keras_network.numpy_network()
+    numpy_network = keras_network.published_network()
     compiled = CompiledTFNetwork(keras_network, 4, 32)
     rng = np.random.default_rng(0)
     observation = rng.normal(size=4).astype(np.float32)

@@ -81,11 +81,13 @@ def test_families_import_only_families_and_what_is_below_them():
             assert not above, f"{name} imports {sorted(above)}"
 
 
-# Modules allowed to take the whole `MuZeroConfig`: the builder unpacks it for everything else,
+# Modules allowed to take the whole `MuZeroConfig`: the builder (and its factories, which Ray
+# actors call too) unpacks it for everything else,
 # the CLI and config loading read it, and the reference search keeps the pseudocode's
 # `run_mcts(config, ...)` family so that it reads beside the paper.
 WHOLE_CONFIG_MODULES = {
     "muzero.builder",
+    "muzero.factories",
     "muzero.cli",
     "muzero.config",
     "muzero.config_io",

@@ -247,8 +247,9 @@ def test_the_arenas_compiled_search_runs_a_resnet_as_the_reference_search_does()
     # a resnet's published weights; its moves must be the reference search's (`run_mcts` on
     # the Keras network itself) in positions of every stage of a game.
     from muzero.arena import arena_searcher, board_game, muzero_action, muzero_actions
+    from muzero.envs import check_environment
+    from muzero.factories import make_run_network
     from muzero.game import Game
-    from muzero.networks import make_network
 
     config = load_config(
         TICTACTOE,
@@ -260,7 +261,7 @@ def test_the_arenas_compiled_search_runs_a_resnet_as_the_reference_search_does()
             "search.num_simulations=12",
         ],
     )
-    network = make_network(config, (28,), np.float32)
+    network = make_run_network(config, check_environment(config.game, network=config.network))
     games = []
     for history in ([], [4], [0, 4, 8], [0, 1, 3, 4, 2], [4, 0, 8, 2, 1, 7]):
         game = Game(9, 1.0, board_game(config.game), 1)
@@ -270,7 +271,7 @@ def test_the_arenas_compiled_search_runs_a_resnet_as_the_reference_search_does()
     searcher = arena_searcher(config, len(games))
     assert type(searcher).__name__ == "CompiledSearcher"
     expected = [muzero_action(config, network, game) for game in games]
-    assert muzero_actions(config, searcher.bind(network.numpy_network(0)), games, searcher) == expected
+    assert muzero_actions(config, searcher.bind(network.published_network(0)), games, searcher) == expected
     assert all(action in game.legal_actions() for action, game in zip(expected, games))
 
 

@@ -87,19 +87,18 @@ def test_make_image_stacks_frames_and_action_planes():
 
 
 def test_batched_self_play_moves_with_the_resnet_without_downsampling():
-    from muzero.networks import make_network
-    from muzero.search import make_searcher
+    from muzero.factories import make_run_network, make_run_searcher
     from muzero.selfplay import BatchedSelfPlay
 
     config = load_config(TINY, ["game.max_moves=4"])
     spec = check_environment(config.game)
-    network = make_network(config, spec.observation_shape, spec.observation_dtype)
+    network = make_run_network(config, spec)
     # No downsampling: the hidden state keeps the frame's 10x10, with network.planes = 4 planes.
     assert network.image_shape == (10, 10, 10) and network.hidden_shape == (10, 10, 4)
     environments = [make_environment(config.game, seed) for seed in range(2)]
-    searcher = make_searcher(config, 2, spec.observation_shape, spec.observation_dtype)
+    searcher = make_run_searcher(config, spec, 2)
     selfplay = BatchedSelfPlay(config, environments, searcher)
-    games, moves = selfplay.play(network.numpy_network(0), np.random.default_rng(0), moves=4)
+    games, moves = selfplay.play(network.published_network(0), np.random.default_rng(0), moves=4)
     # 2 games, 4 batched moves: 8 moves; each game ends by game.max_moves = 4 at the latest.
     assert moves == 8 and len(games) >= 2
     for game in games:

@@ -44,7 +44,7 @@ def test_numpy_mirror_equals_keras(support_size, activation, transform):
         )
     )
     network = _perturbed_network(config)
-    mirror = network.numpy_network()
+    mirror = network.published_network()
     rng = np.random.default_rng(1)
     observation = rng.normal(size=(9, 4)).astype(np.float32)
     action = rng.integers(2, size=9)

@@ -14,8 +14,9 @@ from muzero.config import (
     SearchConfig,
     TrainConfig,
 )
+from muzero.envs import EnvironmentSpec
+from muzero.factories import make_run_network, network_factory
 from muzero.game import Game
-from muzero.networks import make_network
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_positions, select_positions
 from muzero.replay import ReplayBuffer
 from muzero.search import BatchedSearcher
@@ -141,12 +142,13 @@ def test_target_network_is_refreshed_every_interval_only():
         network=NetworkConfig(hidden_state_size=4, hidden_layers=(8,), support_size=3),
         reanalyse=ReanalyseConfig(fraction=0.5, target_network_interval=3),
     )
-    network = make_network(config, (4,))
-    target = TargetNetwork(config, (4,), np.float32)
+    spec = EnvironmentSpec((4,), np.float32, 2, 1)
+    network = make_run_network(config, spec)
+    target = TargetNetwork(3, network_factory(config, spec))
     observation = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
 
     def learner_values():  # the numpy mirror θ⁻ runs, of the learner's weights now
-        return network.numpy_network().initial_inference(observation).value
+        return network.published_network().initial_inference(observation).value
 
     assert target.maybe_refresh(1, network)  # the first call always copies
     np.testing.assert_array_equal(target.values(observation), learner_values())
@@ -167,7 +169,7 @@ def test_target_network_is_refreshed_every_interval_only():
     assert not np.allclose(copied, learner_values())  # step 7 moved the learner on
 
     # A checkpoint's target network gives the same values.
-    restored = TargetNetwork(config, (4,), np.float32)
+    restored = TargetNetwork(3, network_factory(config, spec))
     restored.load_state_dict(target.state_dict())
     np.testing.assert_array_equal(restored.values(observation), copied)
     assert restored.step == 6

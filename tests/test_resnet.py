@@ -8,10 +8,14 @@ import tensorflow as tf
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SelfPlayConfig, TrainConfig
 from muzero.config_io import load_config
+from muzero.envs import EnvironmentSpec, check_environment
 from muzero.envs.atari import AtariSettings
-from muzero.networks import make_network
+from muzero.factories import make_run_network
 from muzero.networks.resnet import ResNetwork, board_image
 from tests.helpers import CONNECT4
+
+# Atari frames as the ALE plug-in gives them: [96, 96, 3] uint8, 18 actions, one player.
+ATARI_SPEC = EnvironmentSpec((96, 96, 3), np.uint8, 18, 1)
 
 
 def _config(planes: int, blocks: int, hidden_layers=(16,), mixed_precision: bool = False) -> MuZeroConfig:
@@ -49,7 +53,7 @@ def _check_outputs(network: ResNetwork, planes: int, batch: int) -> None:
 
 
 def test_tiny_shapes():
-    network = make_network(_config(planes=8, blocks=1), (96, 96, 3), np.uint8)
+    network = make_run_network(_config(planes=8, blocks=1), ATARI_SPEC)
     assert isinstance(network, ResNetwork)
     assert network.observation_spec.shape.as_list() == [None, 96, 96, 128]
     assert network.observation_spec.dtype == tf.uint8
@@ -58,7 +62,7 @@ def test_tiny_shapes():
 
 @pytest.mark.slow
 def test_paper_size_shapes_and_parameter_count():
-    network = make_network(_config(planes=256, blocks=16, hidden_layers=(256,)), (96, 96, 3), np.uint8)
+    network = make_run_network(_config(planes=256, blocks=16, hidden_layers=(256,)), ATARI_SPEC)
     _check_outputs(network, planes=256, batch=1)
     convs = {
         name: sum(int(np.prod(v.shape)) for v in model.trainable_variables if "conv" in v.path)
@@ -74,7 +78,7 @@ def test_paper_size_shapes_and_parameter_count():
 
 
 def test_image_scaling_divides_frames_by_255_and_actions_by_the_action_count():
-    network = make_network(_config(planes=8, blocks=0), (96, 96, 3), np.uint8)
+    network = make_run_network(_config(planes=8, blocks=0), ATARI_SPEC)
     image = np.zeros((1, 96, 96, 128), np.uint8)
     image[..., 5] = 51  # a frame channel: 51 / 255 = 0.2
     image[..., 127] = 9  # the newest action plane, action 9: 9 / 18 = 0.5
@@ -84,7 +88,7 @@ def test_image_scaling_divides_frames_by_255_and_actions_by_the_action_count():
 
 
 def test_dynamics_sees_the_action():
-    network = make_network(_config(planes=8, blocks=1), (96, 96, 3), np.uint8)
+    network = make_run_network(_config(planes=8, blocks=1), ATARI_SPEC)
     state = network.initial_inference(_images(1)).hidden_state
     a = network.recurrent_inference(state, np.array([0])).hidden_state.numpy()
     b = network.recurrent_inference(state, np.array([7])).hidden_state.numpy()
@@ -92,7 +96,7 @@ def test_dynamics_sees_the_action():
 
 
 def test_mixed_precision_computes_in_bfloat16_and_returns_float32():
-    network = make_network(_config(planes=8, blocks=1, mixed_precision=True), (96, 96, 3), np.uint8)
+    network = make_run_network(_config(planes=8, blocks=1, mixed_precision=True), ATARI_SPEC)
     conv = network.dynamics.get_layer("res_0_a_conv")
     assert conv.compute_dtype == "bfloat16" and conv.variable_dtype == "float32"
     output = network.initial_inference(_images(2))
@@ -106,7 +110,7 @@ def test_a_skipped_update_leaves_batch_norm_averages_unchanged():
 
     config = _config(planes=8, blocks=1)
     config = config.replace(train=TrainConfig(batch_size=2, num_unroll_steps=2))
-    network = make_network(config, (96, 96, 3), np.uint8)
+    network = make_run_network(config, ATARI_SPEC)
     learner = Learner(config, network)
     rng = np.random.default_rng(0)
 
@@ -151,7 +155,7 @@ def test_a_board_game_resnet_sees_the_board_and_keeps_its_size():
         CONNECT4, ["network.kind=resnet", "network.downsample=false", "network.planes=8", "network.hidden_layers=[16]"]
     )
     # Connect four's observation: 3 planes of 6x7 (tests/test_openspiel.py), then the player: 127.
-    network = make_network(config, (127,), np.float32)
+    network = make_run_network(config, check_environment(config.game, network=config.network))
     assert network.image_shape == (6, 7, 4) and network.observation_spec.shape.as_list() == [None, 127]
     output = network.initial_inference(np.zeros((2, 127), np.float32))
     # No downsampling: the hidden state is the board's 6x7; values on the 3 bins of support_size 1.

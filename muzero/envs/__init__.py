@@ -11,13 +11,15 @@
 * anything else is a gymnasium id (`CartPole-v1`).
 
 `game.kwargs` are the plug-in's settings, checked against its settings dataclass when
-it declares one (`muzero.config_io` does that at load time, before any game is made).
+it declares one (`muzero.config_loader` does that at load time, before any game is made,
+with `check_game_plugin` and `infer_action_space_size`).
 Plug-in modules are imported only when their game is used, so loading a config never
 imports ALE (or Ray, or TensorFlow).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,8 @@ __all__ = [
     "GamePlugin",
     "board_shape_of",
     "check_environment",
+    "check_game_plugin",
+    "infer_action_space_size",
     "make_environment",
     "make_environments",
     "resolve_game",
@@ -96,11 +100,60 @@ def make_environments(game: GameConfig, count: int, seed: int) -> list[Environme
     return [make_environment(game, seed * 10_007 + i) for i in range(count)]
 
 
+def check_game_plugin(game: GameConfig, network_kind: str) -> type | None:
+    """Resolves `game.id` to its plug-in and checks that the plug-in runs `network.kind`.
+
+    Args:
+      game: the `game` section.
+      network_kind: `network.kind`.
+
+    Returns:
+      The plug-in's settings dataclass, which `game.kwargs` must convert to; None when the
+      plug-in takes `game.kwargs` as they are.
+
+    Raises:
+      EnvironmentSpecError: keyed `game.id` (an external module that cannot be imported) or
+        `network.kind` (a kind the plug-in's games cannot run).
+    """
+    try:
+        plugin, _ = resolve_game(game.id)
+    except EnvironmentSpecError as error:
+        raise EnvironmentSpecError(str(error), key="game.id") from None
+    if plugin.network_kinds and network_kind not in plugin.network_kinds:
+        raise EnvironmentSpecError(
+            f"{plugin.name} games need network.kind: {' or '.join(plugin.network_kinds)}", key="network.kind"
+        )
+    return plugin.settings
+
+
+def infer_action_space_size(game: GameConfig) -> int:
+    """`game.action_space_size` read from one environment of the `game` section's game.
+
+    Raises:
+      EnvironmentSpecError: the game cannot be made (a bad `game.kwargs`, a missing extra),
+        keyed by the config key to blame.
+    """
+    environment = make_environment(game, seed=0)
+    try:
+        return int(environment.action_space_size)
+    finally:
+        environment.close()
+
+
 def board_shape_of(game: GameConfig) -> tuple[int, int, int] | None:
     """(planes, rows, cols) of the board in the game's flat observations, where its plug-in
     knows one (`GamePlugin.board_shape`); None otherwise."""
     plugin, name = resolve_game(game.id)
     return None if plugin.board_shape is None else plugin.board_shape(name, game.kwargs)
+
+
+def _board_shape_or_none(game: GameConfig) -> tuple[int, int, int] | None:
+    """The board of a flat observation, or None for a game without one (its plug-in says so
+    by raising, which matters only when a resnet asks: `check_environment` reports it then)."""
+    try:
+        return board_shape_of(game)
+    except EnvironmentSpecError:
+        return None
 
 
 def check_environment(
@@ -149,6 +202,8 @@ def check_environment(
                     "(it would end at 1x1); set network.downsample: false",
                     key="network.downsample",
                 )
+        if len(spec.observation_shape) == 1:
+            spec = dataclasses.replace(spec, board_shape=_board_shape_or_none(game))
         if augment_symmetries and not spec.symmetries:
             raise EnvironmentSpecError(
                 f"{game.id} has no known board symmetries (known: tic-tac-toe, connect four)",

@@ -88,6 +88,10 @@ class EnvironmentSpec:
     # `muzero.symmetries.Symmetry`s of the game (the identity first), read from the optional
     # `symmetries` attribute of an environment; () when it has none.
     symmetries: tuple = ()
+    # (planes, rows, cols) of the board a flat observation holds, where the game's plug-in
+    # knows one (`GamePlugin.board_shape`, filled in by `check_environment`): what a
+    # convolutional network reshapes it by. None: observations are used as they are.
+    board_shape: tuple[int, int, int] | None = None
 
     @staticmethod
     def of(environment: Environment) -> EnvironmentSpec:

@@ -18,39 +18,45 @@ import numpy as np
 from muzero.networks.base import Network, NetworkOutput, PublishedWeights, UniformNetwork, make_uniform_network
 
 if TYPE_CHECKING:
-    from muzero.config import MuZeroConfig
+    from muzero.config import NetworkConfig
+    from muzero.envs import EnvironmentSpec
     from muzero.networks.keras import KerasNetwork
 
 __all__ = ["Network", "NetworkOutput", "PublishedWeights", "UniformNetwork", "make_network", "make_uniform_network"]
 
 
 def make_network(
-    config: MuZeroConfig, observation_shape: tuple[int, ...], observation_dtype: type = np.float32
+    network: NetworkConfig, spec: EnvironmentSpec, stacked_frames: int = 1, mixed_precision: bool = False
 ) -> KerasNetwork:
-    """The Keras network `network.kind` names, for environment observations of `observation_shape`
-    and `observation_dtype` (uint8 frames are scaled by the network).
+    """The Keras network `network.kind` names, for the game `spec` describes (uint8 frames are
+    scaled by the network).
 
-    A resnet on flat observations is for a board game: it sees them as the board its game
-    plug-in describes (`GamePlugin.board_shape`)."""
-    if config.network.kind == "resnet":
+    Args:
+      network: the `network` section.
+      spec: the game's observations (shape, dtype, and the board of a flat board-game
+        observation, which a resnet sees as an image), and its action count.
+      stacked_frames: `game.stacked_frames` (image games: frames and actions per observation).
+      mixed_precision: `train.mixed_precision` (resnet: bfloat16 compute).
+    """
+    if network.kind == "resnet":
         from muzero.networks.resnet import ResNetwork
 
         board = None
-        if len(observation_shape) == 1:
-            from muzero.envs import board_shape_of
-
-            board = board_shape_of(config.game)
+        if len(spec.observation_shape) == 1:
+            board = spec.board_shape
             if board is None:  # `check_environment` says so first, in one line
-                raise ValueError(f"network.kind resnet needs image or board observations; {config.game.id} has neither")
+                raise ValueError(
+                    f"network.kind resnet needs image or board observations; {spec.observation_shape} is neither"
+                )
         return ResNetwork(
-            config.network,
-            config.action_space_size,
-            observation_shape,
-            observation_dtype,
-            config.game.stacked_frames,
-            config.train.mixed_precision,
+            network,
+            spec.action_space_size,
+            spec.observation_shape,
+            spec.observation_dtype,
+            stacked_frames,
+            mixed_precision,
             board_shape=board,
         )
     from muzero.networks.mlp import MLPNetwork
 
-    return MLPNetwork(config.network, config.action_space_size, int(np.prod(observation_shape)))
+    return MLPNetwork(network, spec.action_space_size, int(np.prod(spec.observation_shape)))

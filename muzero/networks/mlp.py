@@ -99,8 +99,8 @@ class MLPNetwork(KerasNetwork):
             for layer_name, values in weights[name].items():
                 model.get_layer(layer_name).set_weights(list(values))
 
-    def numpy_network(self, steps: int | None = None) -> NumpyMLPNetwork:
-        """A numpy copy of the current weights for self-play."""
+    def published_network(self, steps: int | None = None) -> NumpyMLPNetwork:
+        """The network as published to self-play: a numpy copy of the current weights (`NumpyMLPNetwork`)."""
         return NumpyMLPNetwork(
             self.get_weights(),
             self.action_space_size,

@@ -198,6 +198,6 @@ class ResNetwork(KerasNetwork):
         for name, model in self.models.items():
             model.set_weights(weights[name])
 
-    def numpy_network(self, steps: int | None = None) -> PublishedWeights:
-        """The weights to publish for self-play (run by the compiled search)."""
+    def published_network(self, steps: int | None = None) -> PublishedWeights:
+        """The network as published to self-play: its weights (`PublishedWeights`, run by the compiled search)."""
         return PublishedWeights(self.get_weights(), self.action_space_size, self.steps if steps is None else steps)

@@ -12,15 +12,16 @@ TensorFlow is imported only when the compiled search is made.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from muzero.search.batched import BatchedSearcher, run_batched_mcts
 from muzero.search.types import Searcher, SearchResult
 
 if TYPE_CHECKING:
-    from muzero.config import MuZeroConfig
+    from muzero.config import SearchConfig, SelfPlayConfig
+    from muzero.envs import EnvironmentSpec
+    from muzero.networks.keras import KerasNetwork
 
 # The pseudocode's names (`run_mcts`, `ucb_score`, ...) are in `muzero.search.reference`,
 # and importable as `from muzero import run_mcts`.
@@ -28,19 +29,25 @@ __all__ = ["BatchedSearcher", "SearchResult", "Searcher", "make_searcher", "run_
 
 
 def make_searcher(
-    config: MuZeroConfig,
+    search: SearchConfig,
+    selfplay: SelfPlayConfig,
+    discount: float,
     batch_size: int,
-    observation_shape: tuple[int, ...],
-    observation_dtype: type = np.float32,
-    num_players: int = 1,
+    spec: EnvironmentSpec,
+    network_factory: Callable[[], KerasNetwork] | None = None,
 ) -> Searcher:
     """The searcher `selfplay.search` names, for `batch_size` games at once: "numpy"
-    (`run_batched_mcts`) or "compiled" (one TensorFlow graph on a Keras copy of the network).
+    (`run_batched_mcts`) or "compiled" (one TensorFlow graph on a Keras twin of the network,
+    which `network_factory` builds).
 
-    Self-play, evaluation and the Ray actors all choose here.
+    Self-play, evaluation, Reanalyse and the Ray actors all choose here.
     """
-    if config.selfplay.search == "compiled":
+    if selfplay.search == "compiled":
         from muzero.search.compiled import CompiledSearcher
 
-        return CompiledSearcher(config, observation_shape, batch_size, observation_dtype, num_players)
-    return BatchedSearcher(config.search, config.discount, num_players)
+        if network_factory is None:
+            raise ValueError("selfplay.search compiled needs a network factory for its Keras twin")
+        return CompiledSearcher(
+            search, discount, network_factory, batch_size, spec.num_players, jit_compile=selfplay.jit_compile
+        )
+    return BatchedSearcher(search, discount, spec.num_players)

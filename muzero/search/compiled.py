@@ -14,18 +14,20 @@ Keras models are read inside the graph, so new weights need no retracing.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
-from muzero.config import MuZeroConfig, SearchConfig
-from muzero.networks import make_network
+from muzero.config import SearchConfig
 from muzero.networks.base import Network, NetworkOutput, PublishedWeights
 from muzero.search.batched import run_batched_mcts
 from muzero.search.types import RecurrentFn, SearchResult
+
+if TYPE_CHECKING:
+    from muzero.networks.keras import KerasNetwork
 
 
 def _policy_priors(logits: tf.Tensor, legal: tf.Tensor) -> tf.Tensor:
@@ -322,26 +324,27 @@ class CompiledSearcher:
     weights: it is searched with `run_batched_mcts`, which gives the same visit counts.
 
     Args:
-      config: the run's config (the network it describes is copied; `search`, `discount`).
-      observation_shape, observation_dtype: of the environment's observations.
+      search: the `search` section.
+      discount: the game's discount.
+      network_factory: builds the Keras twin of the network being searched (the same kind and
+        shapes as the published weights; float32 on a CPU).
       batch_size: rows every search is padded to (the games searched at once).
       num_players: 1, or 2 when players alternate.
+      jit_compile: compile the search with XLA (`selfplay.jit_compile`).
     """
 
     def __init__(
         self,
-        config: MuZeroConfig,
-        observation_shape: tuple[int, ...],
+        search: SearchConfig,
+        discount: float,
+        network_factory: Callable[[], KerasNetwork],
         batch_size: int,
-        observation_dtype: type = np.float32,
         num_players: int = 1,
+        jit_compile: bool = True,
     ):
-        if config.train.mixed_precision and not tf.config.list_physical_devices("GPU"):
-            # bfloat16 is emulated, slowly, on CPUs: search in float32 (the weights are float32 either way).
-            config = config.replace(train=dataclasses.replace(config.train, mixed_precision=False))
-        self.config = config
+        self.search_config, self.discount = search, discount
         self.num_players = num_players
-        self.keras_network = make_network(config, observation_shape, observation_dtype)
+        self.keras_network = network_factory()
         self.batch_size = batch_size
         self._source: Network | None = None
         self._bound: _KerasInference | None = None
@@ -355,12 +358,12 @@ class CompiledSearcher:
             return out.value, out.reward, out.policy_logits, out.hidden_state
 
         self.search = CompiledSearch(
-            config.search,
-            config.discount,
-            config.action_space_size,
+            search,
+            discount,
+            self.keras_network.action_space_size,
             recurrent,
             self.keras_network.hidden_shape,
-            jit_compile=config.selfplay.jit_compile,
+            jit_compile=jit_compile,
             num_players=num_players,
         )
 
@@ -387,8 +390,8 @@ class CompiledSearcher:
         if not isinstance(network, _KerasInference):
             if not hasattr(network, "weights"):
                 return run_batched_mcts(
-                    self.config.search,
-                    self.config.discount,
+                    self.search_config,
+                    self.discount,
                     root_output,
                     network,
                     legal,

@@ -1,0 +1,68 @@
+"""The config unpacked into the parts' constructors: each part gets its own section(s).
+
+With `muzero.builder` (which assembles a whole run from these), this is the one place that
+reads across the whole `MuZeroConfig`; the parts themselves (`Learner`, `ReplayBuffer`, the
+searches, the networks) take sections or explicit values. It sits below the self-play, actor
+and evaluation modules, so that a Ray actor, which builds its own parts in its own process,
+builds them here too, as `muzero train` does.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from muzero.config import MuZeroConfig
+from muzero.envs import EnvironmentSpec
+from muzero.replay import ReplayBuffer
+from muzero.search import Searcher, make_searcher
+
+if TYPE_CHECKING:
+    from muzero.networks.keras import KerasNetwork
+    from muzero.training import Learner
+
+
+def network_factory(
+    config: MuZeroConfig, spec: EnvironmentSpec, for_search: bool = False
+) -> Callable[[], KerasNetwork]:
+    """Builds the Keras network the `network` section describes for `spec`.
+
+    Args:
+      for_search: a searcher's twin of the network: float32 on a machine without a GPU
+        (bfloat16 is emulated, slowly, on CPUs; the published weights are float32 either way).
+    """
+    from muzero.networks import make_network
+
+    mixed_precision = config.train.mixed_precision
+    if for_search and mixed_precision:
+        import tensorflow as tf
+
+        mixed_precision = bool(tf.config.list_physical_devices("GPU"))
+    return functools.partial(make_network, config.network, spec, config.game.stacked_frames, mixed_precision)
+
+
+def make_run_network(config: MuZeroConfig, spec: EnvironmentSpec) -> KerasNetwork:
+    """The learner's network for the `network` section and the game `spec`."""
+    return network_factory(config, spec)()
+
+
+def make_run_searcher(config: MuZeroConfig, spec: EnvironmentSpec, batch_size: int) -> Searcher:
+    """The searcher `selfplay.search` names for `batch_size` rows (`muzero.search.make_searcher`)."""
+    return make_searcher(
+        config.search, config.selfplay, config.discount, batch_size, spec, network_factory(config, spec, True)
+    )
+
+
+def make_learner(config: MuZeroConfig, network: KerasNetwork) -> Learner:
+    """`update_weights` with the `train` section's optimizer, for `network`."""
+    from muzero.training import Learner
+
+    return Learner(config, network)
+
+
+def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.random.Generator) -> ReplayBuffer:
+    """The replay buffer of the `replay` section, sampling batches for the `train` section."""
+    return ReplayBuffer(config, rng, spec.symmetries)
