@@ -4,7 +4,9 @@ Every problem becomes one `ConfigError` whose message is a single line such as
 
     configs/cartpole.yaml: train.batch_sise: unknown key (did you mean 'batch_size'?)
 
-The CLI prints it and exits with status 2. No TensorFlow is imported here.
+The CLI prints it and exits with status 2. No TensorFlow is imported here, and no game:
+the config a run uses is this file's `read_config` resolved against the game plug-ins by
+`muzero.config_loader.load_config`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -37,7 +39,21 @@ class ConfigError(ValueError):
         super().__init__(f"{where}: {key_path}: {message}" if key_path else f"{where}: {message}")
 
 
-def load_config(paths: str | Path | None | Sequence[str | Path | None], overrides: Sequence[str] = ()) -> MuZeroConfig:
+class ReadConfig(NamedTuple):
+    """A config as the YAML files and `--set` overrides give it, before the game resolves it.
+
+    Attributes:
+      config: the typed config; `game.kwargs` still a plain mapping.
+      where_of: key path -> the file (or "--set KEY=VALUE") that set it, for error messages.
+      infer_actions: `game.action_space_size` was left out (or null): the game gives it.
+    """
+
+    config: MuZeroConfig
+    where_of: Callable[[str], str]
+    infer_actions: bool
+
+
+def read_config(paths: str | Path | None | Sequence[str | Path | None], overrides: Sequence[str] = ()) -> ReadConfig:
     """Reads YAML files (or the defaults), merges them in order and applies `--set` overrides.
 
     Several files merge like layers: a later file's keys override an earlier one's, and
@@ -48,11 +64,6 @@ def load_config(paths: str | Path | None | Sequence[str | Path | None], override
     A relative path that does not exist under the current folder is looked up under the
     project folder that holds the `muzero` package (`find_config`), so the shipped
     configs (`configs/...`) are found from any folder.
-
-    `game.action_space_size` left out (or null) is read from the environment: one
-    environment is made from `game.id` and `game.kwargs` (a bad keyword argument is
-    then reported here, at `game.kwargs`). A given value is checked against the
-    environment later, by `muzero.envs.check_environment`.
 
     Args:
       paths: a YAML file or a list of them; every key must be a field of `MuZeroConfig`'s
@@ -103,10 +114,16 @@ def load_config(paths: str | Path | None | Sequence[str | Path | None], override
         del game["action_space_size"]
     config = _convert(raw, MuZeroConfig, "", where_of)
     _check_consistency(config, where_of)
-    config = _check_game_plugin(config, where_of)
-    if infer_actions:
-        config = _infer_action_space_size(config, where_of)
-    return config
+    return ReadConfig(config, where_of, infer_actions)
+
+
+def convert_settings(kwargs: Mapping[str, Any], settings: type, where_of: Callable[[str], str]) -> Any:
+    """`game.kwargs` converted to a game plug-in's settings dataclass, checked as any section is.
+
+    Raises:
+      ConfigError: an unknown key, a wrong type or an out-of-range value, at `game.kwargs.KEY`.
+    """
+    return _convert(kwargs, settings, "game.kwargs", where_of)
 
 
 def find_config(path: str | Path) -> Path:
@@ -191,21 +208,6 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _infer_action_space_size(config: MuZeroConfig, where_of: Callable[[str], str]) -> MuZeroConfig:
-    """`game.action_space_size` read from one environment of the configured game."""
-    from muzero.envs import EnvironmentSpecError, make_environment
-
-    try:
-        environment = make_environment(config.game, seed=0)
-    except EnvironmentSpecError as error:
-        raise ConfigError(where_of(error.key), error.key, str(error)) from None
-    try:
-        actions = int(environment.action_space_size)
-    finally:
-        environment.close()
-    return config.replace(game=dataclasses.replace(config.game, action_space_size=actions))
-
-
 def _upgrade_legacy_keys(raw: dict) -> None:
     """Configs written before game plug-ins (run folders' config.yaml included) held the
     Atari wrapping in `game.atari`; it is now the Atari plug-in's `game.kwargs`."""
@@ -214,28 +216,6 @@ def _upgrade_legacy_keys(raw: dict) -> None:
         atari = game.pop("atari")
         if atari is not None:
             game["kwargs"] = atari
-
-
-def _check_game_plugin(config: MuZeroConfig, where_of: Callable[[str], str]) -> MuZeroConfig:
-    """Resolves `game.id` to its plug-in and checks `game.kwargs` against the plug-in's settings
-    dataclass; returns the config holding the settings as that dataclass."""
-    from muzero.envs import EnvironmentSpecError, resolve_game
-
-    try:
-        plugin, _ = resolve_game(config.game.id)
-    except EnvironmentSpecError as error:
-        raise ConfigError(where_of("game.id"), "game.id", str(error)) from None
-    if plugin.network_kinds and config.network.kind not in plugin.network_kinds:
-        raise ConfigError(
-            where_of("network.kind"),
-            "network.kind",
-            f"{plugin.name} games need network.kind: {' or '.join(plugin.network_kinds)}",
-        )
-    kwargs = config.game.kwargs
-    if plugin.settings is None or isinstance(kwargs, plugin.settings):
-        return config
-    settings = _convert(kwargs, plugin.settings, "game.kwargs", where_of)
-    return config.replace(game=dataclasses.replace(config.game, kwargs=settings))
 
 
 def config_to_dict(config: Any) -> Any:

@@ -224,7 +224,7 @@ def load_run(run_dir: Path, num_simulations: int | None = None) -> tuple[MuZeroC
       (config, spec, network as self-play runs it, training step of the checkpoint).
     """
     from muzero.checkpoints import Checkpointer
-    from muzero.config_io import load_config
+    from muzero.config_loader import load_config
     from muzero.envs import check_environment
 
     config = load_config(run_dir / CONFIG_FILE)

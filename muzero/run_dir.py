@@ -9,6 +9,10 @@
 
 A run directory has one owner: the process that holds the OS lock on RUN_DIR/lock
 (`lock_run_dir`). Readers (`muzero evaluate`) take no lock.
+
+The checks `muzero train`, `evaluate` and `play` make on a run directory before TensorFlow
+loads (`prepare_run_dir`, `check_resumable`, `check_finished_run`, ...) raise `RunDirError`,
+one line that the CLI prints with exit status 2.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ _held: dict[Path, int] = {}
 
 class RunDirInUse(RuntimeError):
     """Another process owns the run directory; `str(error)` is one line naming it."""
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked; `str(error)` is one line naming it."""
 
 
 def lock_run_dir(run_dir: Path) -> None:
@@ -142,3 +150,101 @@ def write_atomically(path: Path, data: bytes | str | Callable[[BinaryIO], None])
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def prepare_run_dir(logdir: Path) -> None:
+    """Creates `logdir` (`muzero train --logdir`) and makes this process its owner, refusing
+    one that holds files, is in use by another process or cannot be written.
+
+    Raises:
+      RunDirError: one of those, in one line.
+    """
+    if logdir.exists() and not logdir.is_dir():
+        raise RunDirError(f"{logdir}: run directory path exists and is not a directory")
+    # No lock file is left in a folder of someone else's files; in a run's folder the lock
+    # comes first, so that a run still writing there is the one named.
+    if not (logdir / LOCK_FILE).exists():
+        _check_empty(logdir)
+    try:
+        logdir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RunDirError(f"{logdir}: cannot write run directory ({error.strerror})") from None
+    hold_run_dir(logdir)
+    _check_empty(logdir)
+    check_writable(logdir)
+
+
+def check_new_run_dir(logdir: Path) -> None:
+    """`logdir` checked as `prepare_run_dir` would, creating nothing (`--print-config`)."""
+    if logdir.exists() and not logdir.is_dir():
+        raise RunDirError(f"{logdir}: run directory path exists and is not a directory")
+    _check_empty(logdir)
+
+
+def _check_empty(run_dir: Path) -> None:
+    if run_dir.is_dir() and any(entry.name != LOCK_FILE for entry in run_dir.iterdir()):
+        raise RunDirError(f"{run_dir}: run directory already holds files; choose a new --logdir")
+
+
+def new_default_run_dir(config_path: str | Path) -> Path:
+    """runs/<config name>-<date-time>, created exclusively (-2, -3, ... when runs start in the
+    same second) and owned by this process."""
+    try:
+        logdir = create_run_dir(Path("runs"), f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    except OSError as error:
+        raise RunDirError(f"runs: cannot create the run directory ({error.strerror})") from None
+    hold_run_dir(logdir)
+    return logdir
+
+
+def hold_run_dir(run_dir: Path) -> None:
+    """Makes this process the owner of `run_dir` (`lock_run_dir`), or names the owner.
+
+    Raises:
+      RunDirError: another process owns it, or the lock file cannot be written.
+    """
+    try:
+        lock_run_dir(run_dir)
+    except RunDirInUse as error:
+        raise RunDirError(str(error)) from None
+    except OSError as error:
+        raise RunDirError(f"{run_dir}: cannot write run directory ({error.strerror})") from None
+
+
+def check_writable(run_dir: Path) -> None:
+    """Writes and removes a file in `run_dir`, or says it cannot be written."""
+    try:
+        probe = run_dir / ".write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise RunDirError(f"{run_dir}: cannot write run directory ({error.strerror})") from None
+
+
+def check_resumable(run_dir: Path, hold: bool = True) -> list[int]:
+    """A run to continue (`muzero train --resume`): its config and a complete checkpoint.
+
+    Args:
+      hold: become its owner first, so that a run still writing there is the one message
+        (False for `--print-config`, which writes nothing).
+
+    Returns:
+      The steps of its complete checkpoints, newest first.
+    """
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunDirError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
+    if hold:
+        hold_run_dir(run_dir)
+    steps = complete_steps(run_dir / CHECKPOINT_DIR)
+    if not steps:
+        raise RunDirError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint to resume from")
+    return steps
+
+
+def check_finished_run(run_dir: Path) -> None:
+    """A finished or running run to read from (`evaluate`, `play`; no lock taken): its config
+    and a complete checkpoint."""
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunDirError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
+    if not complete_steps(run_dir / CHECKPOINT_DIR):
+        raise RunDirError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint")

@@ -160,7 +160,7 @@ def main() -> None:
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT))
-    from muzero.config_io import load_config
+    from muzero.config_loader import load_config
 
     config = load_config(CONFIGS[args.game], args.set)
     opponents = args.final_opponents if args.final_opponents is not None else list(config.run.eval_opponents)

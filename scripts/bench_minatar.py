@@ -127,7 +127,7 @@ def random_policy_return(game: str, episodes: int = 100, seed: int = 0, override
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from muzero.config_io import load_config
+    from muzero.config_loader import load_config
     from muzero.envs.minatar import MinAtarEnvironment
 
     config = load_config(ROOT / "configs" / "minatar" / f"{game}.yaml", list(overrides or []))

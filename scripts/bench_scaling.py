@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from muzero.config import MuZeroConfig
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 
 
 def median_rate(points: list[tuple[float, int]], start: float, interval: float, count: int) -> float:

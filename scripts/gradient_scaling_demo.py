@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from muzero.checkpoints import Checkpointer
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.networks.mlp import MLPNetwork
 from muzero.replay import Batch
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE

@@ -22,7 +22,7 @@ import pytest
 
 from muzero.actors import SelfPlayWorker, actor_seeds
 from muzero.config import ActorsConfig, GameConfig, MuZeroConfig, ReanalyseConfig, ReplayConfig, SelfPlayConfig
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.envs import EnvironmentSpec
 from muzero.networks.base import UniformNetwork
 from muzero.run_dir import complete_steps

@@ -12,7 +12,7 @@ import pytest
 
 from muzero import arena
 from muzero.arena import OpponentError, PerfectPlayer, make_opponent, play_match
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.networks.base import UniformNetwork
 from muzero.play import play
 from tests.helpers import CONNECT4, TICTACTOE, TINY, muzero_command

@@ -16,7 +16,7 @@ import tensorflow as tf
 from muzero import checkpoints
 from muzero.builder import build_trainer
 from muzero.checkpoints import Checkpointer, CheckpointError, CheckpointWriteError
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.envs import EnvironmentSpec
 from muzero.networks.mlp import MLPNetwork
 from muzero.run_dir import complete_steps

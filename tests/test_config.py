@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from muzero.config import KnownBounds, MuZeroConfig
-from muzero.config_io import ConfigError, config_to_yaml, load_config
+from muzero.config_io import ConfigError, config_to_yaml
+from muzero.config_loader import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,8 @@ import importlib.util
 
 import pytest
 
-from muzero.config_io import PROJECT_ROOT, ConfigError, find_config, load_config
+from muzero.config_io import PROJECT_ROOT, ConfigError, find_config
+from muzero.config_loader import load_config
 from muzero.envs import EnvironmentSpecError, check_environment
 from tests.helpers import ATARI_TINY, TINY
 

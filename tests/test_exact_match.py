@@ -7,7 +7,7 @@ import pyspiel
 import pytest
 
 from muzero.arena import OpponentError
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.exact_match import expected_outcome, muzero_chooser
 from tests.helpers import TICTACTOE, load_script
 from tests.test_arena import OracleNetwork

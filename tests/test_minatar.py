@@ -10,7 +10,8 @@ import pytest
 
 pytest.importorskip("minatar")
 
-from muzero.config_io import ConfigError, load_config
+from muzero.config_io import ConfigError
+from muzero.config_loader import load_config
 from muzero.envs import EnvironmentSpec, check_environment, make_environment, resolve_game
 from muzero.envs.base import EnvironmentSpecError
 from muzero.envs.minatar import MinAtarEnvironment, MinAtarSettings

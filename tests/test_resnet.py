@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SelfPlayConfig, TrainConfig
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.envs import EnvironmentSpec, check_environment
 from muzero.envs.atari import AtariSettings
 from muzero.factories import make_run_network

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.run_dir import complete_steps
 from tests.helpers import ATARI_TINY, TICTACTOE, TINY, TINY_RUN_SETTINGS, checkpoint_files, copy_run
 

@@ -17,13 +17,13 @@ from tests.helpers import ROOT, TINY, muzero_command
 
 
 def test_same_second_default_names_differ(tmp_path, monkeypatch):
-    from muzero import cli
+    from muzero import run_dir
 
     # The CLI's default: runs/<config name>-<date-time>. Three runs in the same second get
     # three folders, each created by this call (not found existing) and owned by this process.
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli.time, "strftime", lambda fmt: "20250101-120000")
-    names = [cli._new_run_dir(TINY).name for _ in range(3)]
+    monkeypatch.setattr(run_dir.time, "strftime", lambda fmt: "20250101-120000")
+    names = [run_dir.new_default_run_dir(TINY).name for _ in range(3)]
     assert names == ["tiny-20250101-120000", "tiny-20250101-120000-2", "tiny-20250101-120000-3"]
     assert f"pid {os.getpid()} " in (tmp_path / "runs" / names[2] / LOCK_FILE).read_text()
     # create_run_dir itself never hands out a folder that exists.

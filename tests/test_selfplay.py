@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from muzero.config import GameConfig, MuZeroConfig, SearchConfig, SelfPlayConfig
-from muzero.config_io import load_config
+from muzero.config_loader import load_config
 from muzero.envs.gym import GymEnvironment as Environment
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.networks.base import UniformNetwork
