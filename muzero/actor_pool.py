@@ -31,6 +31,7 @@ from absl import logging
 from muzero.config import MuZeroConfig
 from muzero.envs import EnvironmentSpec
 from muzero.networks.base import Network
+from muzero.tf_runtime import limit_threads, quiet_tensorflow_cpp
 
 # Longest single wait: stop signals and hung calls are noticed at least this often.
 WAIT_SLICE_SECONDS = 1.0
@@ -45,16 +46,11 @@ def limit_actor_resources(config: MuZeroConfig, threads: int) -> None:
     unless the actor was given one (TensorFlow would otherwise map all GPU memory)."""
     if config.actors.gpus_per_actor == 0:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet_tensorflow_cpp()
     if config.selfplay.search != "compiled":
         return  # the numpy search never imports TensorFlow
-    import tensorflow as tf
-
     try:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-        if config.actors.gpus_per_actor == 0:
-            tf.config.set_visible_devices([], "GPU")
+        limit_threads(threads, use_gpu=config.actors.gpus_per_actor > 0)
     except RuntimeError as error:  # TensorFlow already ran in this process (an in-process worker)
         logging.warning(
             "actor: TensorFlow already initialised, thread and device limits not set (%s)", first_line(error)

@@ -1,5 +1,6 @@
-"""muzero/config_io.py: several config files merged in order, configs found from any folder,
-`game.action_space_size` read from the environment, and bad `game.kwargs` as one ConfigError."""
+"""muzero/config_io.py and muzero/config_loader.py: several config files merged in order,
+configs found from any folder, `game.action_space_size` read from the environment, bad
+`game.kwargs` as one ConfigError, the game plug-in's checks, and the changes between configs."""
 
 from __future__ import annotations
 
@@ -121,3 +122,32 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch):
         check_environment(config.game)
     assert "needs the Python package 'ale_py'" in str(error.value)
     assert "pip install -e '.[atari]'" in str(error.value)
+
+
+def test_the_game_plugin_gives_its_settings_and_refuses_a_network_it_cannot_run():
+    from muzero.config import GameConfig
+    from muzero.envs import check_game_plugin
+    from muzero.envs.atari import AtariSettings
+
+    # CartPole (gymnasium) takes game.kwargs as given; Atari converts them to AtariSettings.
+    assert check_game_plugin(GameConfig(id="CartPole-v1"), "mlp") is None
+    assert check_game_plugin(GameConfig(id="ALE/Pong-v5"), "resnet") is AtariSettings
+    with pytest.raises(EnvironmentSpecError, match="atari games need network.kind: resnet") as error:
+        check_game_plugin(GameConfig(id="ALE/Pong-v5"), "mlp")
+    assert error.value.key == "network.kind"
+    with pytest.raises(EnvironmentSpecError, match="cannot import the game module 'no_such_module'") as error:
+        check_game_plugin(GameConfig(id="no_such_module:make"), "mlp")
+    assert error.value.key == "game.id"
+
+
+def test_config_changes_lists_the_keys_that_differ_sorted():
+    from muzero.config_loader import config_changes
+
+    old = load_config(TINY)
+    new = load_config(TINY, ["train.lr_init=0.5", "network.hidden_layers=[3]"])
+    # Two keys changed, sorted by path: network.* before train.*; tuples compared as lists.
+    assert config_changes(old, new) == {
+        "network.hidden_layers": (list(old.network.hidden_layers), [3]),
+        "train.lr_init": (old.train.lr_init, 0.5),
+    }
+    assert config_changes(old, old) == {}
