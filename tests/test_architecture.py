@@ -89,8 +89,10 @@ WHOLE_CONFIG_MODULES = {
     "muzero.builder",
     "muzero.factories",
     "muzero.cli",
+    "muzero.commands",
     "muzero.config",
     "muzero.config_io",
+    "muzero.config_loader",
     "muzero.search.reference",
 }
 # At most this many signatures elsewhere (issue 32): the pseudocode's `play_game(config, ...)` and
