@@ -65,4 +65,14 @@ def make_learner(config: MuZeroConfig, network: KerasNetwork) -> Learner:
 
 def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.random.Generator) -> ReplayBuffer:
     """The replay buffer of the `replay` section, sampling batches for the `train` section."""
-    return ReplayBuffer(config, rng, spec.symmetries)
+    return ReplayBuffer(
+        config.replay,
+        rng,
+        batch_size=config.train.batch_size,
+        action_space_size=config.action_space_size,
+        td_steps=config.train.td_steps,
+        discount=config.discount,
+        reanalyse_fraction=config.reanalyse.fraction,
+        with_unroll_observations=config.train.consistency_loss_weight > 0,
+        symmetries=spec.symmetries,
+    )

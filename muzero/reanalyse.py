@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from muzero.config import MuZeroConfig
 from muzero.networks.base import Network, PublishedWeights, UniformNetwork
-from muzero.replay import ReplayBuffer
+from muzero.replay import Positions, ReplayBuffer
 from muzero.search.types import Searcher, SearchResult
 from muzero.selfplay import root_noise
 
@@ -38,24 +38,6 @@ if TYPE_CHECKING:
 
 # Seeds Reanalyse's noise: (run seed, this), apart from every other stream of the run.
 REANALYSE_STREAM = 7
-
-
-class Positions(NamedTuple):
-    """Stored positions handed to a reanalyse search.
-
-    Attributes:
-      rows: [N] their rows in the replay buffer's flat copy (`FlatGames`).
-      layout: the flat copy's layout they belong to (rows move when it is rebuilt).
-      observation: [N, *image_shape] `make_image` of each position.
-      legal: [N, A] bool, the legal actions there.
-      to_play: [N] int, the player to move there.
-    """
-
-    rows: np.ndarray
-    layout: int
-    observation: np.ndarray
-    legal: np.ndarray
-    to_play: np.ndarray
 
 
 def reanalyse_enabled(config: MuZeroConfig) -> bool:
@@ -67,32 +49,13 @@ def select_positions(
     replay_buffer: ReplayBuffer, count: int, exclude: list[tuple[int, np.ndarray]] = ()
 ) -> Positions | None:
     """The `count` positions in the window whose search statistics are the oldest (ties: the
-    oldest game first, then the earlier move); None when there are none.
+    oldest game first, then the earlier move); None when there are none
+    (`ReplayBuffer.positions_to_reanalyse`).
 
     Args:
       exclude: (layout, rows) of positions out for reanalysis already (Ray calls in flight).
     """
-    if len(replay_buffer) == 0:
-        return None
-    flat = replay_buffer._flat_games()
-    game_index, positions, rows = flat.window()
-    searched = flat.search_step(rows, game_index)
-    busy = [taken for layout, taken in exclude if layout == flat.layout]
-    if busy:
-        keep = ~np.isin(rows, np.concatenate(busy))
-        game_index, positions, rows, searched = game_index[keep], positions[keep], rows[keep], searched[keep]
-        if not len(rows):
-            return None
-    chosen = np.argsort(searched, kind="stable")[:count]
-    game_index, positions, rows = game_index[chosen], positions[chosen], rows[chosen]
-    legal = np.ones((len(rows), flat.action_space_size), bool)
-    for i, (g, position) in enumerate(zip(game_index.tolist(), positions.tolist())):
-        game = flat.game(g)
-        if game.legal is not None:
-            legal[i] = False
-            legal[i, game.legal[position]] = True
-    to_play = flat.players[rows] if flat.final_player is not None else np.zeros(len(rows), np.int64)
-    return Positions(rows, flat.layout, flat.images(game_index, positions), legal, to_play)
+    return replay_buffer.positions_to_reanalyse(count, exclude)
 
 
 # Why: a position searched long ago by an older network has a policy target that the

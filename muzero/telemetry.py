@@ -138,7 +138,7 @@ class Telemetry:
             # The same returns against environment steps (the moves played up to this collection).
             self.summaries.scalars(env_steps, {"selfplay/episode_return_by_env_step": game.episode_return()})
         if games:
-            positions, nbytes = self.replay_footprint.measure(replay_buffer.buffer)
+            positions, nbytes = self.replay_footprint.measure(replay_buffer.games)
             moves_per_sec = self.move_rate.rate()
             self.summaries.scalars(
                 step,

@@ -336,7 +336,7 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
     def kill_at_step_20(batch):
         trainer = seen["trainer"]
         if trainer.learner.training_step == 20 and "replay" not in seen:
-            seen["replay"] = list(trainer.replay_buffer.buffer)
+            seen["replay"] = list(trainer.replay_buffer.games)
             seen["games_by_actor"] = trainer.source.actors.games_by_actor
             ray.kill(trainer.source.actors.actors[0].handle, no_restart=False)
         elif "replay" in seen and trainer.source.actors.restarts == 0:
@@ -351,7 +351,7 @@ def test_killed_actor_is_restarted_and_no_game_is_lost(tmp_path, ray_address):
     assert result["training_step"] == 200  # training went on to the end
     assert result["actor_restarts"] == 1  # one kill, one restart
     # Every game in replay at the kill is still there (the window of 1000 drops none).
-    kept = {id(game) for game in trainer.replay_buffer.buffer}
+    kept = {id(game) for game in trainer.replay_buffer.games}
     assert seen["replay"] and all(id(game) in kept for game in seen["replay"])
     # Both actors, the restarted one included, sent games after the kill.
     assert all(after > before for before, after in zip(seen["games_by_actor"], result["games_by_actor"]))

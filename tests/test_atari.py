@@ -109,7 +109,9 @@ def test_replay_stores_each_frame_once(pong):
 
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    buffer = ReplayBuffer(config, np.random.default_rng(0))
+    buffer = ReplayBuffer(
+        config.replay, np.random.default_rng(0), batch_size=4, action_space_size=18, td_steps=10, discount=0.997
+    )
     for game in pickle.loads(pickle.dumps(games)):  # fresh copies, allocated while traced
         buffer.save_game(game)
     buffer.sample_batch(num_unroll_steps=5, td_steps=10)  # builds the flat arrays of the batch path

@@ -1,4 +1,4 @@
-"""Tests for muzero/reanalyse.py and Reanalyse's parts of muzero/replay.py."""
+"""Tests for muzero/reanalyse.py and Reanalyse's parts of muzero/replay/buffer.py."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from muzero.config import (
     TrainConfig,
 )
 from muzero.envs import EnvironmentSpec
-from muzero.factories import make_run_network, network_factory
+from muzero.factories import make_replay_buffer, make_run_network, network_factory
 from muzero.game import Game
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_positions, select_positions
-from muzero.replay import ReplayBuffer
 from muzero.search import BatchedSearcher
 from tests.test_batched_search import RowwiseNetwork, random_network, reference_visits
 
 ACTIONS = 3
+SPEC = EnvironmentSpec((4,), np.float32, ACTIONS, 1)  # the observations of `_game`
 
 
 def _game(length: int, rng: np.random.Generator, first: float = 0.0) -> Game:
@@ -51,7 +51,7 @@ def _config(train_batch=64, fraction=1.0, discount=0.5, **reanalyse) -> MuZeroCo
 def test_reanalysed_policy_targets_are_the_reference_search_on_those_positions():
     rng = np.random.default_rng(0)
     config = _config()
-    buffer = ReplayBuffer(config, np.random.default_rng(1))
+    buffer = make_replay_buffer(config, SPEC, np.random.default_rng(1))
     buffer.save_game(_game(6, rng, first=0.0), training_step=0)
     buffer.save_game(_game(6, rng, first=10.0), training_step=5)
     network = RowwiseNetwork(random_network(rng, obs=4, actions=ACTIONS, hidden=5, width=12, support=3))
@@ -92,7 +92,7 @@ def test_fraction_picks_how_many_rows_use_reanalysed_policies(priority_alpha):
     rng = np.random.default_rng(0)
     config = _config(train_batch=40, fraction=0.25)
     config = config.replace(replay=ReplayConfig(window_size=10, priority_alpha=priority_alpha))
-    buffer = ReplayBuffer(config, np.random.default_rng(2))
+    buffer = make_replay_buffer(config, SPEC, np.random.default_rng(2))
     buffer.save_game(_game(5, rng))
     positions = select_positions(buffer, 5)  # the whole game
     visits = np.tile([0, 0, 8], (5, 1))
@@ -107,7 +107,7 @@ def test_fraction_picks_how_many_rows_use_reanalysed_policies(priority_alpha):
 @pytest.mark.parametrize("cut", [False, True], ids=["terminal", "cut_by_time_limit"])
 def test_value_targets_bootstrap_from_the_target_network(cut):
     rng = np.random.default_rng(0)
-    buffer = ReplayBuffer(_config(train_batch=64), np.random.default_rng(3))
+    buffer = make_replay_buffer(_config(train_batch=64), SPEC, np.random.default_rng(3))
     game = _game(4, rng)
     game.bootstrap_value = 100.0 if cut else None  # the stored value: not used either
     buffer.save_game(game)
@@ -126,7 +126,7 @@ def test_value_targets_bootstrap_from_the_target_network(cut):
 
 def test_two_player_positions_carry_their_legal_actions_and_player():
     rng = np.random.default_rng(0)
-    buffer = ReplayBuffer(_config(), np.random.default_rng(0))
+    buffer = make_replay_buffer(_config(), SPEC, np.random.default_rng(0))
     game = _game(3, rng)
     game.num_players, game.players = 2, [0, 1, 0, 1]  # players[i]: to move at observation i
     game.legal = [[0, 1, 2], [1, 2], [2]]  # Game.apply records them before each move
@@ -178,7 +178,7 @@ def test_target_network_is_refreshed_every_interval_only():
 def test_local_reanalyse_searches_whole_batches_as_credit_allows():
     rng = np.random.default_rng(0)
     config = _config(positions_per_step=3.0, batch_size=4)
-    buffer = ReplayBuffer(config, np.random.default_rng(0))
+    buffer = make_replay_buffer(config, SPEC, np.random.default_rng(0))
     buffer.save_game(_game(10, rng))
     network = random_network(rng, obs=4, actions=ACTIONS, hidden=5, width=12, support=3)
     worker = LocalReanalyse(config, BatchedSearcher(config.search, config.discount, 1))
@@ -199,7 +199,7 @@ def test_default_is_off_and_batches_are_unchanged():
     games = [_game(5, rng), _game(7, rng, first=10.0)]
     batches = []
     for fraction in (0.0, 1.0):
-        buffer = ReplayBuffer(_config(fraction=fraction), np.random.default_rng(4))
+        buffer = make_replay_buffer(_config(fraction=fraction), SPEC, np.random.default_rng(4))
         for game in games:
             buffer.save_game(game)
         batches.append(buffer.sample_batch(num_unroll_steps=2, td_steps=3))
@@ -212,7 +212,7 @@ def test_default_is_off_and_batches_are_unchanged():
 
 def test_positions_out_in_calls_are_not_chosen_again():
     rng = np.random.default_rng(0)
-    buffer = ReplayBuffer(_config(), np.random.default_rng(0))
+    buffer = make_replay_buffer(_config(), SPEC, np.random.default_rng(0))
     buffer.save_game(_game(6, rng))
     first = select_positions(buffer, 2)
     np.testing.assert_array_equal(first.observation[:, 0], [0.0, 1.0])

@@ -1,16 +1,23 @@
-"""Tests for muzero/replay.py."""
+"""Tests for muzero/replay/buffer.py: the window, sampling games and the buffer's construction.
+
+The flat arrays and priorities are tested in test_replay_flat.py, the targets in
+test_replay_targets.py; the games and the buffer they share are made here.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, TrainConfig
+from muzero.config import GameConfig, MuZeroConfig, ReanalyseConfig, ReplayConfig, TrainConfig
+from muzero.envs import EnvironmentSpec
+from muzero.factories import make_replay_buffer
 from muzero.game import Game
-from muzero.replay import FlatGames, ReplayBuffer, make_batch, make_batch_vectorized
+from muzero.replay import ReplayBuffer
 
 
-def _game(length: int, start: float = 0.0) -> Game:
+def line_game(length: int, start: float = 0.0) -> Game:
+    """A 2-action game whose observation i is [start + i, 0], rewards 1, root values length - i."""
     game = Game(action_space_size=2, discount=1.0)
     game.observations = [np.array([start + i, 0.0], np.float32) for i in range(length + 1)]
     game.history = [i % 2 for i in range(length)]
@@ -20,85 +27,8 @@ def _game(length: int, start: float = 0.0) -> Game:
     return game
 
 
-def _buffer(batch_size=64, window_size=10, sample_by="position", seed=0) -> ReplayBuffer:
-    config = MuZeroConfig(
-        game=GameConfig(discount=1.0),
-        train=TrainConfig(batch_size=batch_size),
-        replay=ReplayConfig(window_size=window_size, sample_by=sample_by),
-    )
-    return ReplayBuffer(config, np.random.default_rng(seed))
-
-
-def test_window_keeps_the_newest_games():
-    buffer = _buffer(window_size=2)
-    games = [_game(3), _game(4), _game(5)]
-    for game in games:
-        buffer.save_game(game)
-    assert list(buffer.buffer) == games[1:] and buffer.games_saved == 3
-
-
-def test_sample_batch_pads_actions_and_masks_absorbing_policy():
-    buffer = _buffer(batch_size=32)
-    buffer.save_game(_game(2))
-    batch = buffer.sample_batch(num_unroll_steps=3, td_steps=1)
-    assert batch.observation.shape == (32, 2) and batch.actions.shape == (32, 3)
-    assert batch.target_value.shape == batch.target_reward.shape == batch.policy_mask.shape == (32, 4)
-    assert batch.target_policy.shape == (32, 4, 2)
-    for row in range(32):
-        i = int(batch.observation[row, 0])  # the observation encodes its position
-        assert i in (0, 1)
-        # Real actions first (history = [0, 1]), then random padding in {0, 1}.
-        np.testing.assert_array_equal(batch.actions[row, : 2 - i], [0, 1][i:])
-        assert set(batch.actions[row, 2 - i :]) <= {0, 1}
-        # Policy targets exist for positions i..1 only: 2 - i of them.
-        np.testing.assert_array_equal(batch.policy_mask[row], [1.0] * (2 - i) + [0.0] * (2 + i))
-        np.testing.assert_array_equal(batch.target_policy[row, 2 - i :], 0.0)
-    # Position 0 of a 2-move game, td 1, discount 1: values [1 + root_values[1] = 2, 1 (past end), 0, 0]
-    rows = np.where(batch.observation[:, 0] == 0)[0]
-    np.testing.assert_allclose(batch.target_value[rows[0]], [2.0, 1.0, 0.0, 0.0])
-    np.testing.assert_allclose(batch.target_reward[rows[0]], [0.0, 1.0, 1.0, 0.0])
-
-
-def test_consistency_batches_carry_the_observations_along_the_unroll():
-    config = MuZeroConfig(
-        game=GameConfig(discount=1.0),
-        train=TrainConfig(batch_size=32, consistency_loss_weight=1.0),
-        replay=ReplayConfig(window_size=10),
-    )
-    buffer = ReplayBuffer(config, np.random.default_rng(0))
-    buffer.save_game(_game(2))
-    batch = buffer.sample_batch(num_unroll_steps=3, td_steps=1)
-    assert batch.unroll_observation.shape == (32, 3, 2) and batch.unroll_mask.shape == (32, 3)
-    seen = set()
-    for row in range(32):
-        i = int(batch.observation[row, 0])  # the observation encodes its position
-        seen.add(i)
-        # Observations i + 1, i + 2, i + 3 of a 2-move game (3 states: 0, 1, 2), clipped to
-        # the last state 2; the mask keeps the states up to and including the final one:
-        # from 0: states 1, 2, (2) with mask 1, 1, 0; from 1: 2, (2), (2) with mask 1, 0, 0.
-        np.testing.assert_array_equal(batch.unroll_observation[row, :, 0], [min(i + k, 2) for k in (1, 2, 3)])
-        np.testing.assert_array_equal(batch.unroll_mask[row], [1.0 if i + k <= 2 else 0.0 for k in (1, 2, 3)])
-    assert seen == {0, 1}
-    # Off (the default): no unroll observations, and the same positions drawn.
-    plain = _buffer(batch_size=32)
-    plain.save_game(_game(2))
-    plain_batch = plain.sample_batch(num_unroll_steps=3, td_steps=1)
-    assert plain_batch.unroll_observation is None and plain_batch.unroll_mask is None
-    np.testing.assert_array_equal(plain_batch.observation, batch.observation)
-
-
-@pytest.mark.parametrize("sample_by, expected_long_share", [("position", 9 / 10), ("game", 1 / 2)])
-def test_sample_game_weights(sample_by, expected_long_share):
-    buffer = _buffer(sample_by=sample_by, seed=1)
-    short, long = _game(1), _game(9, start=100.0)
-    buffer.save_game(short)
-    buffer.save_game(long)
-    draws = [buffer.sample_game() is long for _ in range(4000)]
-    # "position": P(long) = 9 / (1 + 9); "game": 1/2. Binomial std at n = 4000 is <= 0.008.
-    assert np.mean(draws) == pytest.approx(expected_long_share, abs=0.03)
-
-
-def _random_game(rng: np.random.Generator, length: int, actions: int = 3) -> Game:
+def random_game(rng: np.random.Generator, length: int, actions: int = 3) -> Game:
+    """A game of random observations, actions, rewards, root values and visit distributions."""
     game = Game(action_space_size=actions, discount=0.97)
     game.observations = [rng.normal(size=2).astype(np.float32) for _ in range(length + 1)]
     game.history = rng.integers(actions, size=length).tolist()
@@ -109,271 +39,79 @@ def _random_game(rng: np.random.Generator, length: int, actions: int = 3) -> Gam
     return game
 
 
-@pytest.mark.parametrize("two_players", [False, True], ids=["one_player", "two_players"])
-@pytest.mark.parametrize("num_unroll_steps, td_steps", [(5, 10), (3, 1), (5, 50)])
-def test_vectorized_batch_equals_make_target(num_unroll_steps, td_steps, two_players):
-    rng = np.random.default_rng(2)
-    games = [_random_game(rng, length) for length in (1, 2, 7, 30, 64)]
-    if two_players:  # players alternate, from either one; a game can start with player 1
-        for game in games:
-            first = int(rng.integers(2))
-            game.num_players, game.players = 2, [(first + i) % 2 for i in range(len(game) + 1)]
-    games[2].bootstrap_value, games[4].bootstrap_value = 3.5, -1.25  # cut by a time limit
-    flat = FlatGames(games, 3, td_steps, 0.97)
-    # Every position of every game, so the ends of games (padding, absorbing states,
-    # bootstraps past the end) are all covered.
-    pairs = [(g, i) for g in range(len(games)) for i in range(len(games[g]))]
-    game_index = np.array([g for g, _ in pairs])
-    positions = np.array([i for _, i in pairs])
-    padding = rng.integers(3, size=(len(pairs), num_unroll_steps))
-    expected = make_batch([(games[g], i) for g, i in pairs], padding, num_unroll_steps, td_steps)
-    got = make_batch_vectorized(flat, game_index, positions, padding, num_unroll_steps, td_steps, 0.97)
-    for name in ("observation", "actions", "target_reward", "target_policy", "policy_mask"):
-        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
-    # Same sum in another order: equal to float32 rounding.
-    np.testing.assert_allclose(got.target_value, expected.target_value, rtol=1e-6, atol=1e-6)
+def replay_buffer(
+    batch_size=64, window_size=10, sample_by="position", seed=0, actions=2, td_steps=10, discount=1.0, **kwargs
+) -> ReplayBuffer:
+    """A buffer of `line_game`s (2 actions, discount 1) unless told otherwise; `kwargs`: ReplayBuffer's."""
+    replay = kwargs.pop("replay", ReplayConfig(window_size=window_size, sample_by=sample_by))
+    return ReplayBuffer(
+        replay,
+        np.random.default_rng(seed),
+        batch_size=batch_size,
+        action_space_size=actions,
+        td_steps=td_steps,
+        discount=discount,
+        **kwargs,
+    )
+
+
+def test_window_keeps_the_newest_games():
+    buffer = replay_buffer(window_size=2)
+    games = [line_game(3), line_game(4), line_game(5)]
+    for game in games:
+        buffer.save_game(game)
+    assert list(buffer.games) == games[1:] and buffer.games_saved == 3 and len(buffer) == 2
+    # 4 + 5 moves in the window.
+    assert buffer.num_positions() == 9
+
+
+def test_games_is_a_snapshot_of_the_window():
+    buffer = replay_buffer(window_size=2)
+    first = line_game(3)
+    buffer.save_game(first, training_step=7)
+    games = buffer.games
+    buffer.save_game(line_game(4))
+    # The snapshot taken before still holds the one game; the buffer now has two.
+    assert games == (first,) and len(buffer.games) == 2
+    assert first.saved_step == 7  # the learner's step when it arrived (Reanalyse's age)
+
+
+@pytest.mark.parametrize("sample_by, expected_long_share", [("position", 9 / 10), ("game", 1 / 2)])
+def test_sample_game_weights(sample_by, expected_long_share):
+    buffer = replay_buffer(sample_by=sample_by, seed=1)
+    short, long = line_game(1), line_game(9, start=100.0)
+    buffer.save_game(short)
+    buffer.save_game(long)
+    draws = [buffer.sample_game() is long for _ in range(4000)]
+    # "position": P(long) = 9 / (1 + 9); "game": 1/2. Binomial std at n = 4000 is <= 0.008.
+    assert np.mean(draws) == pytest.approx(expected_long_share, abs=0.03)
 
 
 def test_sample_batch_uses_new_games():
-    buffer = _buffer(batch_size=16)
-    buffer.save_game(_game(3))
+    buffer = replay_buffer(batch_size=16)
+    buffer.save_game(line_game(3))
     assert set(buffer.sample_batch(2, 1).observation[:, 0]) <= {0.0, 1.0, 2.0}
-    buffer.save_game(_game(3, start=100.0))
-    buffer.save_game(_game(3, start=200.0))
+    buffer.save_game(line_game(3, start=100.0))
+    buffer.save_game(line_game(3, start=200.0))
     # The flat copy is rebuilt after new games: positions of the new games appear.
     seen = set(np.concatenate([buffer.sample_batch(2, 1).observation[:, 0] for _ in range(20)]))
     assert seen & {100.0, 101.0, 102.0} and seen & {200.0, 201.0, 202.0}
 
 
-def test_incremental_flat_copy_matches_a_fresh_one_through_evictions():
-    rng = np.random.default_rng(4)
+def test_make_replay_buffer_unpacks_the_sections():
     config = MuZeroConfig(
-        game=GameConfig(discount=0.97, action_space_size=3),
-        train=TrainConfig(batch_size=4),
-        replay=ReplayConfig(window_size=3),
+        game=GameConfig(action_space_size=5, discount=0.9),
+        train=TrainConfig(batch_size=12, td_steps=4, consistency_loss_weight=0.5),
+        replay=ReplayConfig(window_size=7, priority_alpha=0.6, augment_symmetries=True),
+        reanalyse=ReanalyseConfig(fraction=0.25),
     )
-    buffer = ReplayBuffer(config, rng)
-    buffer.save_game(_random_game(rng, 5))
-    buffer.sample_batch(2, 3)  # creates the flat copy; later games are appended to it
-    # Long games: the arrays grow, the oldest games are evicted, and the copy is compacted.
-    for length in (700, 40, 900, 650, 3, 800, 1200, 20):
-        game = _random_game(rng, length)
-        game.bootstrap_value = float(length) if length % 2 else None
-        buffer.save_game(game)
-        incremental, fresh = buffer._flat_games(), FlatGames(list(buffer.buffer), 3, buffer.td_steps, 0.97)
-        pairs = [(g, i) for g, game in enumerate(buffer.buffer) for i in range(len(game))]
-        index = np.array([g for g, _ in pairs])
-        positions = np.array([i for _, i in pairs])
-        padding = np.zeros((len(pairs), 2), np.int64)
-        a = make_batch_vectorized(incremental, index, positions, padding, 2, 3, 0.97)
-        b = make_batch_vectorized(fresh, index, positions, padding, 2, 3, 0.97)
-        for x, y in zip(a, b):
-            np.testing.assert_array_equal(x, y)
-    assert len(buffer) == 3
-
-
-# ----- prioritized replay -----
-
-
-def _prioritized_buffer(
-    alpha: float, beta: float = 1.0, epsilon: float = 1.0, batch_size: int = 8, seed: int = 0, normalize: bool = False
-) -> ReplayBuffer:
-    """Two games with chosen priorities: game A (2 moves) [0, 3], game B (3 moves) [8, 0, 15]."""
-    config = MuZeroConfig(
-        game=GameConfig(discount=1.0),
-        train=TrainConfig(batch_size=batch_size),
-        replay=ReplayConfig(
-            window_size=10,
-            priority_alpha=alpha,
-            priority_beta=beta,
-            priority_epsilon=epsilon,
-            normalize_importance_weights=normalize,
-        ),
-    )
-    buffer = ReplayBuffer(config, np.random.default_rng(seed))
-    game_a, game_b = _game(2), _game(3, start=100.0)  # observation[0] = start + position
-    game_a.priorities, game_b.priorities = np.array([0.0, 3.0]), np.array([8.0, 0.0, 15.0])
-    buffer.save_game(game_a)
-    buffer.save_game(game_b)
-    return buffer
-
-
-# (p + epsilon)^alpha with epsilon 1, alpha 0.5: sqrt([1, 4, 9, 1, 16]) = [1, 2, 3, 1, 4], sum 11.
-HAND_P = np.array([1, 2, 3, 1, 4]) / 11
-# (1 / (N * P))^beta with N = 5 positions, beta 1: 11 / (5 * [1, 2, 3, 1, 4]).
-HAND_W = np.array([11 / 5, 11 / 10, 11 / 15, 11 / 5, 11 / 20])
-
-
-def test_priority_probabilities_by_hand():
-    buffer = _prioritized_buffer(alpha=0.5)
-    probability, game_index, positions = buffer.priority_probabilities()
-    np.testing.assert_array_equal(game_index, [0, 0, 1, 1, 1])
-    np.testing.assert_array_equal(positions, [0, 1, 0, 1, 2])
-    np.testing.assert_allclose(probability, HAND_P, rtol=1e-12)
-    # alpha 1: P = p + epsilon over the sum: [1, 4, 9, 1, 16] / 31.
-    np.testing.assert_allclose(
-        _prioritized_buffer(alpha=1.0).priority_probabilities()[0], np.array([1, 4, 9, 1, 16]) / 31, rtol=1e-12
-    )
-
-
-@pytest.mark.parametrize("beta", [1.0, 0.5, 0.0])
-def test_importance_weights_by_hand(beta):
-    buffer = _prioritized_buffer(alpha=0.5, beta=beta, batch_size=200)
-    batch = buffer.sample_batch(num_unroll_steps=2, td_steps=1)
-    # Observation[0] names the position: 0, 1 (game A) and 100, 101, 102 (game B), HAND_W's order.
-    which = {0.0: 0, 1.0: 1, 100.0: 2, 101.0: 3, 102.0: 4}
-    drawn = np.array([which[float(x)] for x in batch.observation[:, 0]])
-    assert set(drawn) == {0, 1, 2, 3, 4}  # 200 draws hit each position (P >= 1/11)
-    # beta 0.5: the square roots of HAND_W; beta 0: all 1.
-    assert batch.importance_weight.dtype == np.float32
-    np.testing.assert_allclose(batch.importance_weight, HAND_W[drawn] ** beta, rtol=1e-6)
-    # Under P the beta = 1 weights average to 1: sum_i P(i) / (N P(i)) = 1.
-    assert np.sum(HAND_P * HAND_W) == pytest.approx(1.0)
-
-
-def test_normalized_importance_weights_by_hand():
-    buffer = _prioritized_buffer(alpha=0.5, batch_size=200, normalize=True)
-    batch = buffer.sample_batch(num_unroll_steps=2, td_steps=1)
-    which = {0.0: 0, 1.0: 1, 100.0: 2, 101.0: 3, 102.0: 4}
-    drawn = np.array([which[float(x)] for x in batch.observation[:, 0]])
-    # All 5 positions drawn, so the batch's largest weight is HAND_W's, 11/5 (positions 0 and 3):
-    # the weights become HAND_W / (11/5) = [1, 1/2, 1/3, 1, 1/4].
-    np.testing.assert_allclose(batch.importance_weight, np.array([1, 1 / 2, 1 / 3, 1, 1 / 4])[drawn], rtol=1e-6)
-
-
-def test_prioritized_sampling_frequencies_match_probabilities():
-    buffer = _prioritized_buffer(alpha=0.5, batch_size=1000, seed=3)
-    draws = np.concatenate([buffer.sample_batch(1, 1).observation[:, 0] for _ in range(20)])
-    frequency = np.array([np.mean(draws == x) for x in (0.0, 1.0, 100.0, 101.0, 102.0)])
-    # 20,000 draws: the standard deviation of a frequency is sqrt(P (1 - P) / n) <= sqrt(0.25 / 20000)
-    # = 0.0035; 0.015 is more than 4 of them, a false alarm about once in 10^5 per position.
-    np.testing.assert_allclose(frequency, HAND_P, atol=0.015)
-
-
-def test_zero_priority_without_epsilon_is_never_drawn():
-    buffer = _prioritized_buffer(alpha=1.0, epsilon=0.0, batch_size=500)
-    # p = [0, 3, 8, 0, 15]: positions A0 and B1 have P = 0.
-    drawn = set(buffer.sample_batch(1, 1).observation[:, 0].tolist())
-    assert drawn == {1.0, 100.0, 102.0}
-
-
-def test_alpha_zero_keeps_the_uniform_draws_exactly():
-    buffer = _prioritized_buffer(alpha=0.0, batch_size=16, seed=5)
-    batch = buffer.sample_batch(num_unroll_steps=2, td_steps=1)
-    # The draws of sampling by position: a game with P proportional to its length (2 and 3
-    # moves), a position uniform within it, then the padding actions; same generator, same seed.
-    rng = np.random.default_rng(5)
-    game_index = rng.choice(2, size=16, p=[2 / 5, 3 / 5])
-    length = np.array([2, 3])[game_index]
-    positions = np.floor(rng.random(16) * length).astype(np.int64)
-    padding = rng.integers(2, size=(16, 2))
-    np.testing.assert_array_equal(batch.observation[:, 0], np.array([0.0, 100.0])[game_index] + positions)
-    for row in range(16):  # both games play 0, 1, 0, ...: history[i:i+2], then padding
-        i, n = positions[row], length[row]
-        expected = [(i + k) % 2 if i + k < n else padding[row, k] for k in range(2)]
-        np.testing.assert_array_equal(batch.actions[row], expected)
-    assert batch.importance_weight is None
-    assert buffer.rng.bit_generator.state == rng.bit_generator.state
-
-
-def test_initial_priorities_are_root_value_minus_n_step_target():
-    config = MuZeroConfig(game=GameConfig(discount=0.5), train=TrainConfig(td_steps=2))
-    buffer = ReplayBuffer(config, np.random.default_rng(0))
-    game = Game(action_space_size=2, discount=0.5)
-    game.observations = [np.zeros(2, np.float32)] * 4
-    game.history, game.rewards = [0, 1, 0], [1.0, 2.0, 4.0]
-    game.root_values, game.child_visits = [8.0, 4.0, 2.0], [[0.5, 0.5]] * 3
-    buffer.save_game(game)
-    # td 2, discount 0.5:
-    #   z_0 = 1 + 0.5 * 2 + 0.25 * root_values[2] = 2.5  -> |8 - 2.5| = 5.5
-    #   z_1 = 2 + 0.5 * 4 (bootstrap index 3 is past the end: 0) = 4 -> |4 - 4| = 0
-    #   z_2 = 4 -> |2 - 4| = 2
-    flat = buffer._flat_games()
-    np.testing.assert_allclose(flat.priorities[flat.window()[2]], [5.5, 0.0, 2.0])
-    # The same as make_target's value targets.
-    targets = [game.make_target(i, 0, 2)[0][0] for i in range(3)]
-    np.testing.assert_allclose(flat.priorities[:3], np.abs(np.array(game.root_values) - targets))
-
-
-def test_update_priorities_changes_exactly_the_sampled_rows():
-    buffer = _prioritized_buffer(alpha=1.0, batch_size=3, seed=1)
-    batch = buffer.sample_batch(1, 1)
-    flat = buffer._flat_games()
-    before = flat.priorities.copy()
-    rows = buffer.last_sampled
-    # The rows are the sampled positions: observation[0] = start + position, game B from row 2.
-    np.testing.assert_array_equal(
-        rows, np.where(batch.observation[:, 0] >= 100, batch.observation[:, 0] - 98, batch.observation[:, 0])
-    )
-    buffer.update_priorities(1000.0 + rows)  # a value per row: a row drawn twice gets one value
-    changed = np.flatnonzero(flat.priorities != before)
-    np.testing.assert_array_equal(changed, np.unique(rows))
-    np.testing.assert_array_equal(flat.priorities[rows], 1000.0 + rows)
-
-
-def test_priorities_stay_aligned_through_evictions_compaction_and_checkpoints():
-    rng = np.random.default_rng(4)
-    config = MuZeroConfig(
-        game=GameConfig(discount=0.97, action_space_size=3),
-        train=TrainConfig(batch_size=64, td_steps=3),
-        replay=ReplayConfig(window_size=3, priority_alpha=1.0),
-    )
-    buffer = ReplayBuffer(config, rng)
-    expected = {}  # id(game) -> its positions' priorities as they should be
-
-    def save(game):
-        buffer.save_game(game)
-        # Initial priorities as a fresh copy of the window computes them.
-        expected[id(game)] = FlatGames([game], 3, 3, 0.97).priorities[: len(game)].copy()
-
-    save(_random_game(rng, 5))
-    for length in (700, 40, 900, 650, 3, 800, 1200, 20):  # grows, evicts and compacts the arrays
-        buffer.sample_batch(2, 3)
-        flat = buffer._flat_games()
-        where = {row: (g, i) for g, i, row in zip(*flat.window())}
-        new = rng.random(len(buffer.last_sampled)) + 10.0
-        buffer.update_priorities(new)
-        for row, value in zip(buffer.last_sampled, new):
-            g, i = where[row]
-            expected[id(buffer.buffer[g])][i] = value  # the last write wins for a repeated row
-        save(_random_game(rng, length))
-        flat = buffer._flat_games()
-        for game, m in zip(buffer.buffer, flat.move_start):
-            np.testing.assert_array_equal(flat.priorities[m : m + len(game)], expected[id(game)])
-    assert buffer._flat_games().layout >= 1  # compacted at least once
-
-    # A checkpoint round trip (through pickle) keeps them, and samples the same next batch.
-    import pickle
-
-    restored = ReplayBuffer(config, np.random.default_rng(0))
-    restored.load_state_dict(pickle.loads(pickle.dumps(buffer.state_dict())))
-    restored.rng.bit_generator.state = buffer.rng.bit_generator.state
-    for game, original in zip(restored.buffer, buffer.buffer):
-        np.testing.assert_array_equal(game.priorities, expected[id(original)])
-    a, b = buffer.sample_batch(2, 3), restored.sample_batch(2, 3)
-    for name, x, y in zip(a._fields, a, b):
-        np.testing.assert_array_equal(x, y, err_msg=name)
-
-
-def test_update_after_a_compaction_is_ignored():
-    buffer = _prioritized_buffer(alpha=1.0)
-    buffer.sample_batch(1, 1)
-    flat = buffer._flat_games()
-    flat.store_priorities()
-    flat._rebuild(flat._games)  # what compaction does: the rows may have moved
-    before = flat.priorities.copy()
-    buffer.update_priorities(np.full(8, 99.0))
-    np.testing.assert_array_equal(flat.priorities, before)
-
-
-def test_batch_take_cuts_every_field_alike():
-    buffer = _buffer(batch_size=6)
-    buffer.save_game(_game(3))
-    batch = buffer.sample_batch(num_unroll_steps=2, td_steps=1)
-    part = batch.take([4, 1])
-    # Rows 4 and 1 of each present field, in that order; the absent ones stay None.
-    for name in ("observation", "actions", "target_value", "target_reward", "target_policy", "policy_mask"):
-        np.testing.assert_array_equal(getattr(part, name), getattr(batch, name)[[4, 1]])
-    assert part.importance_weight is None and part.unroll_observation is None
-    part.observation[0, 0] = -99.0  # a copy: the batch is untouched
-    assert batch.observation[4, 0] != -99.0
+    identity = object()  # stands for a Symmetry: the buffer only keeps it
+    spec = EnvironmentSpec((3,), np.float32, 5, 1, symmetries=(identity,))
+    buffer = make_replay_buffer(config, spec, np.random.default_rng(0))
+    assert (buffer.window_size, buffer.batch_size, buffer.action_space_size) == (7, 12, 5)
+    assert (buffer.td_steps, buffer.discount, buffer.priority_alpha) == (4, 0.9, 0.6)
+    assert buffer.reanalyse_fraction == 0.25 and buffer.with_unroll_observations
+    assert buffer.symmetries == (identity,)
+    # augment_symmetries off: the spec's symmetries are not used.
+    plain = make_replay_buffer(config.replace(replay=ReplayConfig()), spec, np.random.default_rng(0))
+    assert plain.symmetries == () and plain.window_size == 1_000_000

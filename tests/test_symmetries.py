@@ -165,7 +165,17 @@ def test_replay_batches_are_symmetric_images_of_the_plain_ones():
             train=TrainConfig(batch_size=64),
             replay=ReplayConfig(augment_symmetries=augment),
         )
-        buffers.append(ReplayBuffer(config, np.random.default_rng(5), symmetries))
+        buffers.append(
+            ReplayBuffer(
+                config.replay,
+                np.random.default_rng(5),
+                batch_size=64,
+                action_space_size=9,
+                td_steps=10,
+                discount=1.0,
+                symmetries=symmetries,
+            )
+        )
         buffers[-1].save_game(game)
     plain, augmented = (buffer.sample_batch(num_unroll_steps=2, td_steps=9) for buffer in buffers)
     used = set()

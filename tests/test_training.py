@@ -233,8 +233,9 @@ def test_gradient_norm_summaries_every_interval():
 
 def test_train_network_publishes_every_checkpoint_interval():
     from muzero.config import ReplayConfig
+    from muzero.envs import EnvironmentSpec
+    from muzero.factories import make_replay_buffer
     from muzero.game import Game
-    from muzero.replay import ReplayBuffer
     from muzero.storage import SharedStorage
     from muzero.training import train_network
 
@@ -248,7 +249,7 @@ def test_train_network_publishes_every_checkpoint_interval():
     game.observations = [np.full(4, i, np.float32) for i in range(6)]
     game.history, game.rewards = [0, 1, 0, 1, 0], [1.0] * 5
     game.root_values, game.child_visits = [1.0] * 5, [[0.5, 0.5]] * 5
-    buffer = ReplayBuffer(config, np.random.default_rng(0))
+    buffer = make_replay_buffer(config, EnvironmentSpec((4,), np.float32, 2, 1), np.random.default_rng(0))
     buffer.save_game(game)
     storage = SharedStorage(2)
     published = []

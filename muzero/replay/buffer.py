@@ -1,0 +1,329 @@
+"""`ReplayBuffer`: the newest `window_size` games, sampled into training batches."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from muzero.config import ReplayConfig
+from muzero.game import Game
+from muzero.replay.flat import FlatGames, draw_prioritized, priority, priority_probabilities
+from muzero.replay.targets import Batch, make_batch_vectorized, unroll_observations
+from muzero.symmetries import Symmetry, augment_batch
+
+
+class Positions(NamedTuple):
+    """Stored positions handed to a reanalyse search (`ReplayBuffer.positions_to_reanalyse`).
+
+    Attributes:
+      rows: [N] their rows in the replay buffer's flat copy (`FlatGames`).
+      layout: the flat copy's layout they belong to (rows move when it is rebuilt).
+      observation: [N, *image_shape] `make_image` of each position.
+      legal: [N, A] bool, the legal actions there.
+      to_play: [N] int, the player to move there.
+    """
+
+    rows: np.ndarray
+    layout: int
+    observation: np.ndarray
+    legal: np.ndarray
+    to_play: np.ndarray
+
+
+class ReplayBuffer:
+    """Keeps the newest `window_size` games; samples (game, position) pairs.
+
+    Why a window of games: old games were played by old networks; the pseudocode
+    forgets them by count of games, not of positions.
+
+    Args:
+      replay: the `replay` section (window, sampling, priorities, symmetry augmentation).
+      rng: draws the samples, the padding actions and the symmetries (exact resume covers it).
+      batch_size: B, positions per batch (`train.batch_size`).
+      action_space_size: A.
+      td_steps: n of the n-step value target of the initial priorities (`train.td_steps`;
+        `sample_batch` takes its own).
+      discount: the game's discount.
+      reanalyse_fraction: `reanalyse.fraction`: the share of each batch whose policy targets
+        come from reanalysed statistics; 0: Reanalyse off.
+      with_unroll_observations: batches carry the observations along the unroll
+        (`train.consistency_loss_weight` > 0).
+      symmetries: the game's symmetries, used when `replay.augment_symmetries` is on.
+    """
+
+    def __init__(
+        self,
+        replay: ReplayConfig,
+        rng: np.random.Generator,
+        *,
+        batch_size: int,
+        action_space_size: int,
+        td_steps: int,
+        discount: float,
+        reanalyse_fraction: float = 0.0,
+        with_unroll_observations: bool = False,
+        symmetries: tuple[Symmetry, ...] = (),
+    ):
+        self.window_size = replay.window_size
+        self.batch_size = batch_size
+        self.action_space_size = action_space_size
+        self.sample_by = replay.sample_by
+        self._window: collections.deque[Game] = collections.deque(maxlen=self.window_size)
+        self.rng = rng
+        self.games_saved = 0
+        self.discount = discount
+        self.td_steps = td_steps
+        self.priority_alpha = replay.priority_alpha
+        self.priority_beta = replay.priority_beta
+        self.priority_epsilon = replay.priority_epsilon
+        self.normalize_importance_weights = replay.normalize_importance_weights
+        # Reanalyse (muzero/reanalyse.py): the flat copy keeps each position's reanalysed
+        # statistics; `sample_batch` takes policy targets from them for the first
+        # `reanalyse_fraction` of each batch, and value targets bootstrap through
+        # `bootstrap_value_fn` (the target network) when it is set.
+        self.reanalyse_fraction = reanalyse_fraction
+        self.bootstrap_value_fn: Callable[[np.ndarray], np.ndarray] | None = None
+        self._flat: FlatGames | None = None
+        # Flat rows of the positions in the last batch, and the FlatGames layout they
+        # belong to: `update_priorities` writes there (Batch stays free of bookkeeping).
+        self.last_sampled: np.ndarray | None = None
+        self._sampled_layout = -1
+        # Reanalyse: the reanalysed step of the policy target at k = 0 of the batch's first
+        # round(fraction * B) rows (-1: self-play's statistics), for summaries.
+        self.last_reanalysed: np.ndarray | None = None
+        # `replay.augment_symmetries`: each sampled row mapped by one of these, drawn from
+        # `rng` (so exact resume covers it); () leaves batches, and the RNG stream, as they are.
+        self.symmetries = tuple(symmetries) if replay.augment_symmetries else ()
+        self.with_unroll_observations = with_unroll_observations
+
+    def save_game(self, game: Game, training_step: int = 0) -> None:
+        """Adds a finished game; `training_step`: the learner's step when it arrives (the age
+        of its search statistics, for Reanalyse)."""
+        game.saved_step = training_step
+        # The deque drops the oldest game once the window is full.
+        if self._flat is not None:
+            if len(self._window) == self.window_size:
+                self._flat.drop_oldest()
+            self._flat.append(game)
+        self._window.append(game)
+        self.games_saved += 1
+
+    def __len__(self) -> int:
+        return len(self._window)
+
+    @property
+    def games(self) -> tuple[Game, ...]:
+        """The games in the window, oldest first (a snapshot: saving a game does not change it)."""
+        return tuple(self._window)
+
+    def state_dict(self) -> dict:
+        """The buffer's contents as plain, picklable data (for checkpoints).
+
+        Each game carries its positions' current priorities (`game.priorities`), so a
+        resumed run samples exactly as the uninterrupted one.
+        """
+        if self._flat is not None:
+            self._flat.store_priorities()
+            self._flat.store_reanalysis()
+        return {"games": list(self._window), "games_saved": self.games_saved}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._window = collections.deque(state["games"], maxlen=self.window_size)
+        self.games_saved = state["games_saved"]
+        self._flat = None
+        self.last_sampled = None
+
+    def num_positions(self) -> int:
+        return sum(len(game) for game in self._window)
+
+    def sample_batch(self, num_unroll_steps: int, td_steps: int) -> Batch:
+        """Samples batch_size positions and their targets (pseudocode `sample_batch`).
+
+        Draws (game, position) pairs as `sample_game` / `sample_position` do, then builds
+        the targets for the whole batch at once with `make_batch_vectorized`, which is
+        tested equal to the per-position `make_batch` (the pseudocode's `make_target`).
+        With `replay.priority_alpha` > 0 the positions are drawn by priority instead
+        (`sample_prioritized`) and the batch carries their importance weights. The
+        sampled rows are kept in `last_sampled` for `update_priorities`.
+
+        With Reanalyse on, the first round(fraction * B) rows take their policy targets from
+        the positions' reanalysed statistics where they have some (`fresh_rows`), and value
+        targets bootstrap from `bootstrap_value_fn`'s values (the target network).
+        """
+        flat = self._flat_games()
+        importance_weight = None
+        if self.priority_alpha > 0:
+            game_index, positions, importance_weight = self.sample_prioritized()
+        else:
+            probabilities = self._game_probabilities()
+            count = len(self._window)
+            if probabilities is None:
+                game_index = self.rng.integers(count, size=self.batch_size)
+            else:
+                game_index = self.rng.choice(count, size=self.batch_size, p=probabilities)
+            positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
+        self.last_sampled, self._sampled_layout = flat.move_start[game_index] + positions, flat.layout
+        padding = self.rng.integers(self.action_space_size, size=(self.batch_size, num_unroll_steps))
+        bootstrap = None
+        if self.bootstrap_value_fn is not None:
+            observation_index = np.minimum(
+                positions[:, None] + np.arange(num_unroll_steps + 1) + td_steps, flat.length[game_index][:, None]
+            )  # [B, K + 1]
+            rows = np.repeat(game_index, num_unroll_steps + 1)
+            values = self.bootstrap_value_fn(flat.images(rows, observation_index.ravel()))
+            bootstrap = np.asarray(values, np.float64).reshape(observation_index.shape)
+        fresh_rows = round(self.reanalyse_fraction * self.batch_size) if flat.reanalyse else 0
+        batch = make_batch_vectorized(
+            flat, game_index, positions, padding, num_unroll_steps, td_steps, self.discount, bootstrap, fresh_rows
+        )
+        if fresh_rows:
+            self.last_reanalysed = flat.reanalysed_step[self.last_sampled[:fresh_rows]]
+        if self.with_unroll_observations:
+            observation, mask = unroll_observations(flat, game_index, positions, num_unroll_steps)
+            batch = batch._replace(unroll_observation=observation, unroll_mask=mask)
+        if self.symmetries:
+            batch = augment_batch(batch, self.symmetries, self.rng)
+        return batch._replace(importance_weight=importance_weight)
+
+    # Reanalyse's choice: the positions whose statistics are the oldest, so that the whole
+    # window is searched again and again by ever newer networks, the oldest game first.
+    def positions_to_reanalyse(self, count: int, exclude: list[tuple[int, np.ndarray]] = ()) -> Positions | None:
+        """The `count` positions in the window whose search statistics are the oldest (by the
+        training step of the search that produced them: self-play's when never reanalysed;
+        ties: the oldest game first, then the earlier move); None when there are none.
+
+        Args:
+          exclude: (layout, rows) of positions out for reanalysis already (Ray calls in flight).
+        """
+        if len(self._window) == 0:
+            return None
+        flat = self._flat_games()
+        game_index, positions, rows = flat.window()
+        searched = flat.search_step(rows, game_index)
+        busy = [taken for layout, taken in exclude if layout == flat.layout]
+        if busy:
+            keep = ~np.isin(rows, np.concatenate(busy))
+            game_index, positions, rows, searched = game_index[keep], positions[keep], rows[keep], searched[keep]
+            if not len(rows):
+                return None
+        chosen = np.argsort(searched, kind="stable")[:count]
+        game_index, positions, rows = game_index[chosen], positions[chosen], rows[chosen]
+        legal = np.ones((len(rows), flat.action_space_size), bool)
+        for i, (g, position) in enumerate(zip(game_index.tolist(), positions.tolist())):
+            game = flat.game(g)
+            if game.legal is not None:
+                legal[i] = False
+                legal[i, game.legal[position]] = True
+        to_play = flat.players[rows] if flat.final_player is not None else np.zeros(len(rows), np.int64)
+        return Positions(rows, flat.layout, flat.images(game_index, positions), legal, to_play)
+
+    def store_reanalysis(self, rows: np.ndarray, layout: int, result, training_step: int) -> float:
+        """Writes Reanalyse's search results for flat rows `rows` (of flat layout `layout`).
+
+        Args:
+          result: `SearchResult`: its visit counts [N, A] are stored, normalised.
+          training_step: the step of the network that searched.
+
+        Returns:
+          the mean age, in training steps, of the statistics replaced (self-play's or an
+          earlier reanalysis); NaN when the rows moved since they were chosen (nothing written).
+        """
+        flat = self._flat_games()
+        if flat.layout != layout:
+            return float("nan")
+        game_index = np.searchsorted(flat.move_start, rows, side="right") - 1
+        before = flat.search_step(rows, game_index)
+        visits = np.asarray(result.visit_counts, np.float64)
+        flat.fresh_visits[rows] = visits / visits.sum(-1, keepdims=True)
+        flat.reanalysed_step[rows] = training_step
+        return float(np.mean(training_step - before))
+
+    def fraction_reanalysed(self) -> float:
+        """Share of the positions in the window that were reanalysed at least once."""
+        flat = self._flat_games()
+        rows = flat.window()[2]
+        return float((flat.reanalysed_step[rows] >= 0).mean()) if len(rows) and flat.reanalyse else 0.0
+
+    def _flat_games(self) -> FlatGames:
+        if self._flat is None:
+            self._flat = FlatGames(
+                list(self._window),
+                self.action_space_size,
+                self.td_steps,
+                self.discount,
+                reanalyse=self.reanalyse_fraction > 0,
+            )
+        return self._flat
+
+    def priority_probabilities(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """P(i) = (p_i + epsilon)^alpha / sum_j (p_j + epsilon)^alpha over the window
+        (`muzero.replay.flat.priority_probabilities`).
+
+        Returns:
+          (probability, game_index, position), each [N] for the N positions in the window,
+          game by game (oldest first), position by position.
+        """
+        return priority_probabilities(self._flat_games(), self.priority_alpha, self.priority_epsilon)
+
+    def sample_prioritized(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """batch_size positions drawn with probability P(i), with their importance weights.
+
+        Returns:
+          (game_index, positions, importance_weight): [B] int64, [B] int64, [B] float32
+          (1 / (N * P(i)))^beta, divided by the batch's largest with
+          `replay.normalize_importance_weights`.
+        """
+        probability, game_index, positions = self.priority_probabilities()
+        draws, importance_weight = draw_prioritized(
+            probability, self.rng, self.batch_size, self.priority_beta, self.normalize_importance_weights
+        )
+        return game_index[draws], positions[draws], importance_weight
+
+    def refresh_priorities(self, batch: Batch, initial_value: np.ndarray) -> None:
+        """After a training step on `batch`: priority |v - z| of its positions, v the value the
+        network predicted at k = 0 ([B]), z the batch's scalar n-step value target."""
+        self.update_priorities(priority(initial_value, batch.target_value[:, 0]))
+
+    def update_priorities(self, priorities: np.ndarray) -> None:
+        """Sets the priorities of the positions of the last batch (after a training step).
+
+        Args:
+          priorities: [B] new |value - n-step value target| of the `last_sampled` positions.
+            Ignored when the flat copy was rebuilt since the batch was drawn (its rows moved).
+        """
+        if self.last_sampled is None or self._flat is None or self._flat.layout != self._sampled_layout:
+            return
+        self._flat.priorities[self.last_sampled] = priorities
+
+    def priority_mean(self) -> float:
+        """Mean priority |value - target| over the positions in the window (for summaries)."""
+        flat = self._flat_games()
+        rows = flat.window()[2]
+        return float(flat.priorities[rows].mean()) if len(rows) else 0.0
+
+    def _game_probabilities(self) -> np.ndarray | None:
+        if self.sample_by == "game":
+            return None
+        lengths = np.fromiter((len(g) for g in self._window), np.float64, len(self._window))
+        return lengths / lengths.sum()
+
+    def sample_game(self, probabilities: np.ndarray | None = None) -> Game:
+        """A game from the buffer: uniform over games ("game", as the pseudocode), or
+        proportional to length ("position", the default) so every stored position is
+        equally likely and short early games do not dominate.
+
+        Args:
+          probabilities: [num_games], precomputed by `sample_batch`; None computes them.
+        """
+        if probabilities is None:
+            probabilities = self._game_probabilities()
+        if probabilities is None:
+            return self._window[int(self.rng.integers(len(self._window)))]
+        return self._window[int(self.rng.choice(len(self._window), p=probabilities))]
+
+    def sample_position(self, game: Game) -> int:
+        """A position uniformly among the moves of `game`."""
+        return int(self.rng.integers(len(game)))
