@@ -10,11 +10,11 @@ OpenSpiel's own, of rising strength:
   picking uniformly among the optimal ones, so that 100 games are not 100 copies of
   one game; for games small enough to solve (tic-tac-toe: 4,520 positions).
 
-MuZero plays greedily: no exploration noise, temperature 0. The games of a match are
-played side by side, so that MuZero's moves in all of them are one batched search (the
-searcher `selfplay.search` names: the compiled search runs resnets and batches the network
-calls), or, with `selfplay.batched: false`, the reference search (`run_mcts`) game by game.
-Half the games it moves first, half second.
+MuZero plays greedily (`muzero.greedy`): no exploration noise, temperature 0. The games of
+a match are played side by side, so that MuZero's moves in all of them are one batched
+search (the searcher `selfplay.search` names: the compiled search runs resnets and batches
+the network calls), or, with `selfplay.batched: false`, the reference search (`run_mcts`)
+game by game. Half the games it moves first, half second.
 """
 
 from __future__ import annotations
@@ -24,16 +24,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from muzero.config import GameConfig, MuZeroConfig, parse_opponent
-from muzero.envs import EnvironmentSpecError, check_environment, resolve_game
+from muzero.config import GameConfig, parse_opponent
+from muzero.envs import EnvironmentSpecError, resolve_game
 from muzero.envs.openspiel import PLUGIN as OPENSPIEL
 from muzero.envs.openspiel import OpenSpielEnvironment
-from muzero.factories import make_run_searcher
 from muzero.game import Game
+from muzero.greedy import GreedyPlayer
 from muzero.networks.base import Network
-from muzero.search import Searcher
-from muzero.search.reference import softmax_sample
-from muzero.selfplay import legal_visits, search_games, search_move
 
 # Positions an exact search may visit before the game counts as too large to solve.
 PERFECT_PLAY_LIMIT = 200_000
@@ -46,12 +43,12 @@ class OpponentError(ValueError):
 Opponent = Callable[[object], int]  # pyspiel state -> action
 
 
-def make_opponent(spec: str, game, seed: int) -> Opponent:
-    """The opponent `spec` names ("random", "perfect", "mcts:N") for the pyspiel `game`."""
+def make_opponent(name: str, game, seed: int) -> Opponent:
+    """The opponent `name` names ("random", "perfect", "mcts:N") for the pyspiel `game`."""
     try:
-        kind, simulations = parse_opponent(spec)
+        kind, simulations = parse_opponent(name)
     except ValueError:
-        raise OpponentError(f"unknown opponent {spec!r}: expected random, perfect or mcts:N (N simulations)") from None
+        raise OpponentError(f"unknown opponent {name!r}: expected random, perfect or mcts:N (N simulations)") from None
     rng = np.random.default_rng(seed)
     if kind == "random":
         return lambda state: int(rng.choice(state.legal_actions()))
@@ -83,9 +80,9 @@ def check_opponents(game: GameConfig, opponents: list[str]) -> None:
     Raises:
       EnvironmentSpecError: naming the entry of `run.eval_opponents` to blame.
     """
-    for i, spec in enumerate(opponents):
+    for i, name in enumerate(opponents):
         try:
-            make_opponent(spec, board_game(game).game, seed=0)
+            make_opponent(name, board_game(game).game, seed=0)
         except OpponentError as error:
             raise EnvironmentSpecError(str(error), key=f"run.eval_opponents[{i}]") from None
 
@@ -126,27 +123,6 @@ class PerfectPlayer:
         return int(self.rng.choice(self.optimal_actions(state)))
 
 
-def muzero_action(config: MuZeroConfig, network: Network, game: Game) -> int:
-    """MuZero's greedy move in `game`: the reference search, no noise, the most visited action."""
-    return search_move(config, network, game, None, greedy=True)[0]
-
-
-def muzero_actions(config: MuZeroConfig, network: Network, games: list[Game], searcher: Searcher | None) -> list[int]:
-    """MuZero's greedy moves in `games`: one batched search of them all with `searcher`
-    (bound to `network`), or with None the reference search game by game (`muzero_action`)."""
-    if searcher is None:
-        return [muzero_action(config, network, game) for game in games]
-    result, legal = search_games(config, searcher, network, games, rng=None)
-    return [softmax_sample(legal_visits(result, legal, row), 0.0, None) for row in range(len(games))]
-
-
-def arena_searcher(config: MuZeroConfig, games: int) -> Searcher | None:
-    """The searcher for `games` games side by side (`make_run_searcher`), None for the reference search."""
-    if not config.selfplay.batched:
-        return None
-    return make_run_searcher(config, check_environment(config.game), games)
-
-
 @dataclasses.dataclass
 class MatchResult:
     """Outcomes from MuZero's side: counts[side][outcome], side "first"/"second", outcome "win"/"draw"/"loss"."""
@@ -172,48 +148,45 @@ class MatchResult:
 
 
 def play_match(
-    config: MuZeroConfig,
+    game_config: GameConfig,
+    player: GreedyPlayer,
     network: Network,
-    opponent_spec: str,
+    opponent_name: str,
     games: int,
     seed: int = 0,
-    searcher: Searcher | None = None,
 ) -> MatchResult:
     """`games` games of MuZero against the opponent, the first half with MuZero moving first,
     played side by side (see the module's docstring).
 
     Args:
+      game_config: the `game` section (an OpenSpiel board game; max_moves).
+      player: MuZero's greedy moves, made for `games` games at once
+        (`muzero.greedy.make_greedy_player`; kept by callers that play many matches).
       network: as self-play runs it (a resnet's `PublishedWeights` need the compiled search).
-      searcher: for `games` games (`arena_searcher`, kept by callers that play many
-        matches); made here when None and `selfplay.batched`.
+      opponent_name: "random", "perfect" or "mcts:N" (`make_opponent`).
     """
-    environments = [board_game(config.game, seed) for _ in range(games)]
-    opponent = make_opponent(opponent_spec, environments[0].game, seed)
-    if searcher is None:
-        searcher = arena_searcher(config, games)
-    if searcher is not None:
-        network = searcher.bind(network)
-    players = [0 if index < (games + 1) // 2 else 1 for index in range(games)]
+    environments = [board_game(game_config, seed) for _ in range(games)]
+    opponent = make_opponent(opponent_name, environments[0].game, seed)
+    sides = [0 if index < (games + 1) // 2 else 1 for index in range(games)]
     matches = [
-        Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
+        Game(game_config.action_space_size, game_config.discount, environment, game_config.stacked_frames)
         for environment in environments
     ]
 
     def over(game: Game) -> bool:
-        return game.terminal() or len(game.history) >= config.max_moves
+        return game.terminal() or len(game.history) >= game_config.max_moves
 
     while True:
-        for game, player in zip(matches, players):  # the opponent's moves, up to MuZero's turn
-            while not over(game) and game.to_play() != player:
+        for game, side in zip(matches, sides):  # the opponent's moves, up to MuZero's turn
+            while not over(game) and game.to_play() != side:
                 game.apply(opponent(game.environment.state))
         waiting = [game for game in matches if not over(game)]
         if not waiting:
             break
-        for game, action in zip(waiting, muzero_actions(config, network, waiting, searcher)):
+        for game, action in zip(waiting, player.moves(network, waiting)):
             game.apply(action)
     counts = {side: {"win": 0, "draw": 0, "loss": 0} for side in ("first", "second")}
-    for environment, player in zip(environments, players):
-        outcome = environment.state.player_return(player) if environment.state.is_terminal() else 0.0
-        side = "first" if player == 0 else "second"
-        counts[side]["win" if outcome > 0 else "loss" if outcome < 0 else "draw"] += 1
+    for environment, side in zip(environments, sides):
+        outcome = environment.state.player_return(side) if environment.state.is_terminal() else 0.0
+        counts["first" if side == 0 else "second"]["win" if outcome > 0 else "loss" if outcome < 0 else "draw"] += 1
     return MatchResult(counts)

@@ -11,6 +11,7 @@ or explicit values, and `muzero.runner.Trainer` only runs the loop over the part
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +24,13 @@ from muzero.config_io import config_to_dict, config_to_yaml
 from muzero.envs import EnvironmentSpec, make_environments
 from muzero.evaluation import Evaluator
 from muzero.factories import make_learner, make_replay_buffer, make_run_network, make_run_searcher, network_factory
+from muzero.greedy import make_greedy_player
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_enabled
 from muzero.replay import Batch, ReplayBuffer
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, lock_run_dir, write_atomically
 from muzero.run_state import RunState, seed_everything
 from muzero.runner import LoopSettings, Trainer
-from muzero.selfplay import LocalSelfPlay, SelfPlaySource
+from muzero.selfplay import BatchedSelfPlay, LocalSelfPlay, SelfPlaySource, play_game
 from muzero.storage import SharedStorage
 from muzero.tf_runtime import configure_devices
 
@@ -111,8 +113,13 @@ def make_selfplay_source(
         return RaySelfPlay(config, spec, ray_address)
     batched = config.selfplay.batched
     environments = make_environments(config.game, config.selfplay.num_envs if batched else 1, seed)
-    searcher = make_run_searcher(config, spec, config.selfplay.num_envs) if batched else None
-    return LocalSelfPlay(config, environments, searcher)
+    if not batched:
+        return LocalSelfPlay(environments, play_one_game=functools.partial(play_game, config))
+    searcher = make_run_searcher(config, spec, config.selfplay.num_envs)
+    selfplay = BatchedSelfPlay(
+        config.game, config.search, environments, searcher, random_opening_moves=config.selfplay.random_opening_moves
+    )
+    return LocalSelfPlay(environments, selfplay, refresh_interval=config.selfplay.refresh_interval)
 
 
 def make_reanalyser(config: MuZeroConfig, spec: EnvironmentSpec, backend: str, ray_address: str | None):
@@ -190,7 +197,9 @@ def build_run(
         target_network=target_network,
         reanalyser=reanalyser,
         checkpointer=make_checkpointer(config, run_dir, network, learner),
-        evaluator=Evaluator(config, run_dir, spec, None, seed),
+        evaluator=Evaluator(
+            config.run, config.game, run_dir, functools.partial(make_greedy_player, config, spec), None, seed
+        ),
     )
 
 

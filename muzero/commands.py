@@ -260,12 +260,14 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
     load_tensorflow()
     from muzero.checkpoints import CheckpointError
     from muzero.evaluation import load_run
+    from muzero.greedy import make_greedy_player
 
     try:
-        config, _, network, step = load_run(run_dir, args.simulations)
+        config, spec, network, step = load_run(run_dir, args.simulations)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
-    result = play_match(config, network, args.opponent, args.games, args.seed)
+    player = make_greedy_player(config, spec, args.games)
+    result = play_match(config.game, player, network, args.opponent, args.games, args.seed)
     simulations = config.search.num_simulations
     print(match_table(result, args.opponent, step, simulations))
     path = Path(args.csv) if args.csv else match_csv_path(run_dir, args.opponent)
@@ -287,14 +289,15 @@ def command_play(args: argparse.Namespace) -> int:
     load_tensorflow()
     from muzero.checkpoints import CheckpointError
     from muzero.evaluation import load_run
+    from muzero.greedy import make_greedy_player
     from muzero.play import play
 
     try:
-        config, _, network, _ = load_run(run_dir, args.simulations)
+        config, spec, network, _ = load_run(run_dir, args.simulations)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
     try:
-        play(config, network, args.human_first, sys.stdin, sys.stdout)
+        play(config.game, make_greedy_player(config, spec, 1), network, args.human_first, sys.stdin, sys.stdout)
     except (EOFError, KeyboardInterrupt):
         print("\ngame abandoned", file=sys.stderr)
         return EXIT_STOPPED

@@ -11,20 +11,20 @@ from __future__ import annotations
 import csv
 import io
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from absl import logging
 
-from muzero.config import MuZeroConfig
+from muzero.config import GameConfig, MuZeroConfig, RunConfig
 from muzero.envs import Environment, EnvironmentSpec, make_environments
-from muzero.factories import make_run_network, make_run_searcher
+from muzero.factories import make_run_network
 from muzero.game import Game
+from muzero.greedy import GreedyPlayer, make_greedy_player
 from muzero.networks.base import Network
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
-from muzero.search import Searcher
-from muzero.selfplay import play_game, play_games_batched
 from muzero.video import EvaluationVideos, RecordingEnvironment, save_episodes
 
 EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "eval_seconds", "mean_return", "std_return"]
@@ -33,65 +33,49 @@ OPPONENT_COLUMNS = ["training_step", "env_steps", "wall_seconds", "opponent", "s
 
 
 def evaluate_network(
-    config: MuZeroConfig,
+    player: GreedyPlayer,
     network: Network,
     environments: list[Environment],
     episodes: int,
     rng: np.random.Generator,
-    searcher: Searcher | None = None,
 ) -> np.ndarray:
-    """Returns of `episodes` greedy games (no exploration noise, temperature 0); see `play_greedy_games`."""
-    games = play_greedy_games(config, network, environments, episodes, rng, searcher)
-    return np.array([game.episode_return() for game in games])
-
-
-def play_greedy_games(
-    config: MuZeroConfig,
-    network: Network,
-    environments: list[Environment],
-    episodes: int,
-    rng: np.random.Generator,
-    searcher: Searcher | None = None,
-) -> list[Game]:
-    """`episodes` greedy games (no exploration noise, temperature 0).
-
-    With `selfplay.batched`, the games run side by side, one per environment (len(environments)
-    must then be `episodes`); otherwise one after the other in environments[0].
-    """
-    if config.selfplay.batched:
-        return play_games_batched(config, lambda: network, environments[:episodes], rng, greedy=True, searcher=searcher)
-    return [play_game(config, network, environments[0], rng, greedy=True) for _ in range(episodes)]
-
-
-def eval_searcher(config: MuZeroConfig, spec: EnvironmentSpec, episodes: int) -> Searcher | None:
-    """The searcher of batched evaluation games (None: the reference search, one game at a time)."""
-    if not config.selfplay.batched:
-        return None
-    return make_run_searcher(config, spec, episodes)
+    """Returns of `episodes` greedy games (no exploration noise, temperature 0; `GreedyPlayer.play`)."""
+    return np.array([game.episode_return() for game in player.play(network, environments, episodes, rng)])
 
 
 class Evaluator:
     """Greedy evaluations every `run.eval_interval` training steps, into TensorBoard and eval.csv.
 
     Args:
-      config: validated configuration (`run.eval_episodes`, `selfplay.batched`).
+      run: the `run` section (`eval_episodes`, `record_video`, `eval_opponents`, `eval_games`).
+      game_config: the `game` section (the evaluation's environments, the recorded videos, the matches).
       run_dir: the run's folder (eval.csv).
-      spec: what the game is.
+      make_player: MuZero's greedy player for a number of games played at once
+        (`functools.partial(muzero.greedy.make_greedy_player, config, spec)`).
       summaries: the run's TensorBoard writer.
       seed: the run's seed; evaluation environments and RNG derive their own from it.
     """
 
-    def __init__(self, config: MuZeroConfig, run_dir: Path, spec: EnvironmentSpec, summaries, seed: int):
-        self.config = config
+    def __init__(
+        self,
+        run: RunConfig,
+        game_config: GameConfig,
+        run_dir: Path,
+        make_player: Callable[[int], GreedyPlayer],
+        summaries,
+        seed: int,
+    ):
+        self.run, self.game_config = run, game_config
         self.path = run_dir / EVAL_FILE
         self.summaries = summaries
-        episodes = config.run.eval_episodes
-        self.environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed + 1)
+        self.make_player = make_player
+        episodes = run.eval_episodes
+        self.videos = EvaluationVideos(game_config, run_dir, seed) if run.record_video else None
+        # Side by side: the recorded episode is one more game of the batch.
+        self.player = make_player(episodes + (self.videos is not None))
+        self.environments = make_environments(game_config, episodes if self.player.side_by_side else 1, seed + 1)
         self.rng = np.random.default_rng([seed, 1])
-        self.videos = EvaluationVideos(config.game, run_dir, seed) if config.run.record_video else None
-        # Batched: the recorded episode is one more game of the batch.
-        self.searcher = eval_searcher(config, spec, episodes + (self.videos is not None))
-        self.arena_searcher: Searcher | None = None  # made at the first match (`evaluate_against`)
+        self.arena_player: GreedyPlayer | None = None  # made at the first match (`evaluate_against`)
         self.last: np.ndarray | None = None
         self.last_step = -1
 
@@ -153,40 +137,34 @@ class Evaluator:
             wall,
         )
         self.last, self.last_step = returns, step
-        for opponent in self.config.run.eval_opponents:
+        for opponent in self.run.eval_opponents:
             self.evaluate_against(opponent, step, network, counters, wall)
         return returns
 
     def _play(self, step: int, network: Network) -> list[Game]:
         """The scored greedy games, and the recorded one beside them (not scored, not checkpointed)."""
-        episodes = self.config.run.eval_episodes
+        episodes = self.run.eval_episodes
         recording = self.videos.environments(step) if self.videos is not None else []
-        if self.config.selfplay.batched:
-            played = play_greedy_games(
-                self.config,
-                network,
-                self.environments[:episodes] + recording,
-                episodes + len(recording),
-                self.rng,
-                self.searcher,
-            )[:episodes]
+        if self.player.side_by_side:
+            environments = self.environments[:episodes] + recording
+            played = self.player.play(network, environments, episodes + len(recording), self.rng)[:episodes]
         else:
-            played = play_greedy_games(self.config, network, self.environments, episodes, self.rng)
+            played = self.player.play(network, self.environments, episodes, self.rng)
             for environment in recording:  # its own RNG: the evaluation's stays as without videos
-                play_game(self.config, network, environment, np.random.default_rng([step, 2]), greedy=True)
+                self.player.play(network, [environment], 1, np.random.default_rng([step, 2]))
         if recording:
             self.videos.save(step)
         return played
 
     def evaluate_against(self, opponent: str, step: int, network: Network, counters: dict, wall: float) -> None:
         """`run.eval_games` games against `opponent` (muzero/arena.py), half as first player."""
-        from muzero.arena import arena_searcher, play_match
+        from muzero.arena import play_match
 
         started = time.time()
-        games = self.config.run.eval_games
-        if self.arena_searcher is None:  # one for all matches: the compiled search traces once
-            self.arena_searcher = arena_searcher(self.config, games)
-        result = play_match(self.config, network, opponent, games, seed=step, searcher=self.arena_searcher)
+        games = self.run.eval_games
+        if self.arena_player is None:  # one for all matches: the compiled search traces once
+            self.arena_player = self.make_player(games)
+        result = play_match(self.game_config, self.arena_player, network, opponent, games, seed=step)
         counters["eval_seconds"] += time.time() - started
         name = opponent.replace(":", "_")
         self.summaries.scalars(
@@ -252,11 +230,12 @@ def evaluate(
       VideoUnavailable: `video_dir` given and the game cannot be recorded (or no encoder).
     """
     config, spec, network, step = load_run(run_dir, num_simulations)
-    environments = make_environments(config.game, episodes if config.selfplay.batched else 1, seed)
+    player = make_greedy_player(config, spec, episodes)
+    environments = make_environments(config.game, episodes if player.side_by_side else 1, seed)
     if video_dir is not None:
         environments = [RecordingEnvironment(environment) for environment in environments]
     rng = np.random.default_rng(seed)
-    returns = evaluate_network(config, network, environments, episodes, rng, eval_searcher(config, spec, episodes))
+    returns = evaluate_network(player, network, environments, episodes, rng)
     if video_dir is not None:
         save_episodes(environments, video_dir)
     return returns, step

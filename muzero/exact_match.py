@@ -9,7 +9,7 @@ moves; `perfect`: uniform over the optimal ones). So the probability of each out
 sum over the positions the two can reach: at MuZero's positions its one move, at the
 opponent's every move it may play, with its probability. Positions reached by different
 move orders are merged, and MuZero's moves at all positions of one depth are one batched
-search (`muzero.arena.muzero_actions`).
+search (`muzero.greedy.GreedyPlayer.moves`).
 
 `scripts/exact_match.py` prints the figures for a run.
 """
@@ -20,9 +20,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from muzero.arena import OpponentError, PerfectPlayer, arena_searcher, board_game, muzero_actions
-from muzero.config import MuZeroConfig
+from muzero.arena import OpponentError, PerfectPlayer, board_game
+from muzero.config import GameConfig
 from muzero.game import Game
+from muzero.greedy import GreedyPlayer
 from muzero.networks.base import Network
 
 # The positions a walk may hold before the game counts as too large (connect four's tree
@@ -100,15 +101,19 @@ def _reach(positions: dict, state, probability: float) -> None:
     positions[key] = (state, positions.get(key, (state, 0.0))[1] + probability)
 
 
-def muzero_chooser(config: MuZeroConfig, network: Network, batch: int = 64) -> Chooser:
-    """MuZero's greedy moves as a `Chooser`: the arena's search (`muzero_actions`), `batch`
-    positions at a time (the last batch padded, so that a compiled search is built once)."""
-    searcher = arena_searcher(config, batch)
-    if searcher is not None:
-        network = searcher.bind(network)
+def muzero_chooser(game_config: GameConfig, player: GreedyPlayer, network: Network, batch: int = 64) -> Chooser:
+    """MuZero's greedy moves as a `Chooser`: `player`'s moves (the arena's search), `batch`
+    positions at a time (the last batch padded, so that a compiled search is built once).
+
+    Args:
+      game_config: the `game` section (an OpenSpiel board game).
+      player: made for `batch` games at once (`muzero.greedy.make_greedy_player`).
+    """
 
     def replayed(state) -> Game:
-        game = Game(config.action_space_size, config.discount, board_game(config.game), config.game.stacked_frames)
+        game = Game(
+            game_config.action_space_size, game_config.discount, board_game(game_config), game_config.stacked_frames
+        )
         for action in state.history():
             game.apply(int(action))
         return game
@@ -118,8 +123,8 @@ def muzero_chooser(config: MuZeroConfig, network: Network, batch: int = 64) -> C
         actions: list[int] = []
         for first in range(0, len(games), batch):
             chunk = games[first : first + batch]
-            padded = chunk + [chunk[-1]] * (batch - len(chunk)) if searcher is not None else chunk
-            actions += muzero_actions(config, network, padded, searcher)[: len(chunk)]
+            padded = chunk + [chunk[-1]] * (batch - len(chunk)) if player.side_by_side else chunk
+            actions += player.moves(network, padded)[: len(chunk)]
         return actions
 
     return choose

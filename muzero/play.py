@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from muzero.arena import arena_searcher, board_game, muzero_actions
-from muzero.config import MuZeroConfig
+from muzero.arena import board_game
+from muzero.config import GameConfig
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
+from muzero.greedy import GreedyPlayer
 from muzero.networks.base import Network
 
 
@@ -35,15 +36,24 @@ def legal_moves_text(environment: OpenSpielEnvironment) -> str:
     return ", ".join(f"{state.action_to_string(state.current_player(), a)} ({a})" for a in state.legal_actions())
 
 
-def play(config: MuZeroConfig, network: Network, human_first: bool, stdin: TextIO, stdout: TextIO) -> int:
+def play(
+    game_config: GameConfig,
+    player: GreedyPlayer,
+    network: Network,
+    human_first: bool,
+    stdin: TextIO,
+    stdout: TextIO,
+) -> int:
     """One game of a person (from `stdin`) against the agent; returns the person's result,
-    +1 win, 0 draw, -1 loss. Raises EOFError when `stdin` ends before the game does."""
-    environment = board_game(config.game)
-    game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
+    +1 win, 0 draw, -1 loss. Raises EOFError when `stdin` ends before the game does.
+
+    Args:
+      game_config: the `game` section (an OpenSpiel board game).
+      player: the agent's greedy moves, for one game (`muzero.greedy.make_greedy_player`).
+    """
+    environment = board_game(game_config)
+    game = Game(game_config.action_space_size, game_config.discount, environment, game_config.stacked_frames)
     human = 0 if human_first else 1
-    searcher = arena_searcher(config, 1)  # the arena's search, for one game
-    if searcher is not None:
-        network = searcher.bind(network)
     print(
         f"You play {'first' if human_first else 'second'} (player {human}). Type a move as shown, or its number.",
         file=stdout,
@@ -61,7 +71,7 @@ def play(config: MuZeroConfig, network: Network, human_first: bool, stdin: TextI
                 if action is None:
                     print(f"{line.strip()!r} is not a legal move here.", file=stdout)
         else:
-            (action,) = muzero_actions(config, network, [game], searcher)
+            (action,) = player.moves(network, [game])
             name = environment.state.action_to_string(environment.state.current_player(), action)
             print(f"MuZero plays {name} ({action})", file=stdout)
         game.apply(action)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from muzero.config import MuZeroConfig
+from muzero.config import GameConfig, MuZeroConfig, SearchConfig, TemperatureSchedule
 from muzero.envs.base import Environment
 from muzero.game import Game
 from muzero.networks.base import Network
@@ -42,7 +42,7 @@ def play_game(
         game.apply(action)
         game.store_search_statistics(root)
     game.environment = None
-    set_bootstrap_values(config, network, [game])
+    set_bootstrap_values(config.game, network, [game])
     return game
 
 
@@ -74,15 +74,26 @@ def search_move(
     return action, root
 
 
-def set_bootstrap_values(config: MuZeroConfig, network: Network, games: list[Game]) -> None:
-    """With `game.bootstrap_truncated`, gives each game cut short (not ended) the network's
-    value of its last observation, for make_target to bootstrap from."""
-    cut = [game for game in games if game.truncated(config.max_moves)]
-    if not config.game.bootstrap_truncated or not cut:
+def set_bootstrap_values(game_config: GameConfig, network: Network, games: list[Game]) -> None:
+    """With `game.bootstrap_truncated`, gives each game cut short (not ended, or at
+    `game.max_moves`) the network's value of its last observation, for make_target to bootstrap from."""
+    cut = [game for game in games if game.truncated(game_config.max_moves)]
+    if not game_config.bootstrap_truncated or not cut:
         return
     values = network.initial_inference(np.stack([game.make_image(-1) for game in cut])).value
     for game, value in zip(cut, np.asarray(values, np.float64)):
         game.bootstrap_value = float(value)
+
+
+def visit_softmax_temperature(schedule: TemperatureSchedule, num_moves: int, training_steps: int) -> float:
+    """The pseudocode's `visit_softmax_temperature_fn` over the `search.visit_softmax_temperature`
+    schedule: the temperature of the first [threshold, temperature] pair whose threshold is
+    None or above the counter the schedule is `by` (moves played, or training steps)."""
+    counter = training_steps if schedule.by == "training_steps" else num_moves
+    for threshold, temperature in schedule.schedule:
+        if threshold is None or counter < threshold:
+            return temperature
+    return schedule.schedule[-1][1]
 
 
 # Many games at once: one batched search per move for all of them. A game that
@@ -98,22 +109,27 @@ def root_noise(alpha: float, legal: np.ndarray, rng: np.random.Generator) -> np.
 
 
 def search_games(
-    config: MuZeroConfig, searcher: Searcher, network: Network, games: list[Game], rng: np.random.Generator | None
+    searcher: Searcher,
+    network: Network,
+    games: list[Game],
+    rng: np.random.Generator | None = None,
+    root_dirichlet_alpha: float | None = None,
 ) -> tuple[SearchResult, np.ndarray]:
     """One batched search at the current position of each of the B `games`.
 
     Args:
       network: bound to `searcher` (`searcher.bind`).
-      rng: for the roots' exploration noise; None: no noise (greedy play).
+      rng: draws the roots' Dirichlet(root_dirichlet_alpha) exploration noise
+        (`search.root_dirichlet_alpha`); None: no noise (greedy play).
 
     Returns:
       (the search's root statistics, legal actions [B, A] bool).
     """
     observations = np.stack([game.make_image(-1) for game in games])
-    legal = np.zeros((len(games), config.action_space_size), bool)
+    legal = np.zeros((len(games), games[0].action_space_size), bool)
     for row, game in enumerate(games):
         legal[row, game.legal_actions()] = True
-    noise = None if rng is None else root_noise(config.search.root_dirichlet_alpha, legal, rng)
+    noise = None if rng is None else root_noise(root_dirichlet_alpha, legal, rng)
     to_play = np.array([game.to_play() for game in games])
     return searcher(network.initial_inference(observations), network, legal, to_play, noise), legal
 
@@ -128,25 +144,30 @@ class BatchedSelfPlay:
     """A game in progress in each environment, advanced together one move at a time.
 
     Args:
-      config: search constants, max_moves, discount, temperature schedule.
+      game_config: the `game` section (actions, discount, stacked frames, max_moves, bootstrapping).
+      search: the `search` section (root noise, temperature schedule; the default searcher's constants).
       environments: one per game slot.
       searcher: how the B roots are searched (`muzero.search.make_searcher`); default: the
         numpy `run_batched_mcts`, for the environments' number of players.
       restart: start a new game in a slot whose game ended (false: one game per slot).
+      random_opening_moves: `selfplay.random_opening_moves` (not in greedy play).
     """
 
     def __init__(
         self,
-        config: MuZeroConfig,
+        game_config: GameConfig,
+        search: SearchConfig,
         environments: list[Environment],
         searcher: Searcher | None = None,
         restart: bool = True,
+        random_opening_moves: int = 0,
     ):
-        self.config = config
+        self.game_config, self.search = game_config, search
         self.environments = environments
         players = environments[0].num_players if environments else 1
-        self.searcher = searcher or BatchedSearcher(config.search, config.discount, players)
+        self.searcher = searcher or BatchedSearcher(search, game_config.discount, players)
         self.restart = restart
+        self.random_opening_moves = random_opening_moves
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)
 
@@ -156,36 +177,38 @@ class BatchedSelfPlay:
         Args:
           greedy: evaluation mode: no exploration noise, temperature 0.
         """
-        config = self.config
+        settings = self.game_config
         for i, game in enumerate(self.games):
             if game is None and not self.closed[i]:
                 self.games[i] = Game(
-                    config.action_space_size, config.discount, self.environments[i], config.game.stacked_frames
+                    settings.action_space_size, settings.discount, self.environments[i], settings.stacked_frames
                 )
         slots = [i for i, game in enumerate(self.games) if game is not None]
         if not slots:
             return []
         games = [self.games[i] for i in slots]
         network = self.searcher.bind(network)
-        result, legal = search_games(config, self.searcher, network, games, None if greedy else rng)
+        noise_rng = None if greedy else rng
+        result, legal = search_games(self.searcher, network, games, noise_rng, self.search.root_dirichlet_alpha)
         finished = []
+        schedule = self.search.visit_softmax_temperature
         for row, (slot, game) in enumerate(zip(slots, games)):
             visits = legal_visits(result, legal, row)
             temperature = (
-                0.0 if greedy else config.visit_softmax_temperature_fn(len(game.history), network.training_steps())
+                0.0 if greedy else visit_softmax_temperature(schedule, len(game.history), network.training_steps())
             )
-            if not greedy and len(game.history) < config.selfplay.random_opening_moves:
+            if not greedy and len(game.history) < self.random_opening_moves:
                 action = int(rng.choice(np.flatnonzero(legal[row])))  # see selfplay.random_opening_moves
             else:
                 action = softmax_sample(visits, temperature, rng)
             game.apply(action)
             game.store_visit_statistics(result.visit_counts[row].tolist(), result.root_value[row])
-            if game.terminal() or len(game.history) >= config.max_moves:
+            if game.terminal() or len(game.history) >= settings.max_moves:
                 game.environment = None
                 finished.append((slot, game))
                 self.games[slot] = None
                 self.closed[slot] = not self.restart
-        set_bootstrap_values(config, network, [game for _, game in finished])
+        set_bootstrap_values(settings, network, [game for _, game in finished])
         return finished
 
     def moves_in_progress(self) -> int:
@@ -202,7 +225,8 @@ class BatchedSelfPlay:
 
 
 def play_games_batched(
-    config: MuZeroConfig,
+    game_config: GameConfig,
+    search: SearchConfig,
     network_fn: Callable[[], Network],
     environments: list[Environment],
     rng: np.random.Generator,
@@ -213,11 +237,12 @@ def play_games_batched(
     """Plays one game in each environment with the batched search; returns them in environment order.
 
     Args:
+      game_config, search: the sections `BatchedSelfPlay` takes.
       network_fn: returns the network to use; called at the start and then every
         `refresh_interval` moves (0: only at the start).
       greedy: evaluation mode: no exploration noise, temperature 0.
     """
-    selfplay = BatchedSelfPlay(config, environments, searcher, restart=False)
+    selfplay = BatchedSelfPlay(game_config, search, environments, searcher, restart=False)
     games: list[Game | None] = [None] * len(environments)
     network = network_fn()
     move = 0
@@ -274,20 +299,35 @@ class SelfPlaySource:
         pass
 
 
+# One whole game of self-play in an environment: `play_game` with the run's config bound.
+GamePlayer = Callable[[Network, Environment, np.random.Generator], Game]
+
+
 class LocalSelfPlay(SelfPlaySource):
     """Self-play in this process: one move in each of `selfplay.num_envs` games in progress
     (`selfplay.batched`), or one whole game with the reference search, per call.
 
     Args:
-      config: validated configuration.
       environments: num_envs environments (batched), or one.
-      searcher: the batched searcher (`muzero.search.make_searcher`); unused unbatched.
+      batched: plays one move in every game per call (a `BatchedSelfPlay` over `environments`).
+      play_one_game: without `batched`: plays one whole game per call in environments[0]
+        (`functools.partial(play_game, config)`).
+      refresh_interval: `selfplay.refresh_interval`: batched moves between pulls of the newest network.
     """
 
-    def __init__(self, config: MuZeroConfig, environments: list[Environment], searcher: Searcher | None):
-        self.config = config
+    def __init__(
+        self,
+        environments: list[Environment],
+        batched: BatchedSelfPlay | None = None,
+        play_one_game: GamePlayer | None = None,
+        refresh_interval: int = 1,
+    ):
+        if (batched is None) == (play_one_game is None):
+            raise ValueError("LocalSelfPlay plays either batched or one game at a time: give one of the two")
         self.environments = environments
-        self.batched = BatchedSelfPlay(config, environments, searcher) if config.selfplay.batched else None
+        self.batched = batched
+        self.play_one_game = play_one_game
+        self.refresh_interval = refresh_interval
         self.network: Network | None = None
         self.calls = 0
 
@@ -295,10 +335,10 @@ class LocalSelfPlay(SelfPlaySource):
         self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool], start_step: int
     ) -> tuple[list[Game], int]:
         if self.batched is None:
-            game = play_game(self.config, storage.latest_network(), self.environments[0], rng)
+            game = self.play_one_game(storage.latest_network(), self.environments[0], rng)
             return [game], len(game)
         # The newest published network, pulled every refresh_interval moves.
-        if self.calls % self.config.selfplay.refresh_interval == 0:
+        if self.calls % self.refresh_interval == 0:
             self.network = storage.latest_network()
         self.calls += 1
         return self.batched.play(self.network, rng)

@@ -49,7 +49,10 @@ def bench_local(config: MuZeroConfig, spec, interval: float, intervals: int) -> 
     from muzero.selfplay import BatchedSelfPlay
 
     searcher = make_run_searcher(config, spec, config.selfplay.num_envs)
-    selfplay = BatchedSelfPlay(config, make_environments(config.game, config.selfplay.num_envs, 0), searcher)
+    environments = make_environments(config.game, config.selfplay.num_envs, 0)
+    selfplay = BatchedSelfPlay(
+        config.game, config.search, environments, searcher, random_opening_moves=config.selfplay.random_opening_moves
+    )
     network, rng = initial_network(config, spec), np.random.default_rng(0)
 
     def step() -> int:

@@ -37,10 +37,11 @@ def main() -> None:
     from muzero.arena import board_game
     from muzero.evaluation import load_run
     from muzero.exact_match import expected_outcome, muzero_chooser
+    from muzero.greedy import make_greedy_player
 
-    config, _, network, step = load_run(Path(args.run), args.simulations)
+    config, spec, network, step = load_run(Path(args.run), args.simulations)
     game = board_game(config.game).game
-    choose = muzero_chooser(config, network)
+    choose = muzero_chooser(config.game, make_greedy_player(config, spec, 64), network, batch=64)
     print(f"{args.run}: checkpoint at training step {step}, {config.search.num_simulations} simulations per move")
     print(f"{'opponent':<10}{'side':<8}{'win':>8}{'draw':>8}{'loss':>8}")
     for opponent in args.opponents:

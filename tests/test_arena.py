@@ -10,15 +10,26 @@ import numpy as np
 import pyspiel
 import pytest
 
-from muzero import arena
 from muzero.arena import OpponentError, PerfectPlayer, make_opponent, play_match
 from muzero.config_loader import load_config
+from muzero.envs import check_environment
+from muzero.greedy import GreedyPlayer, ReferencePlayer, make_greedy_player
 from muzero.networks.base import UniformNetwork
 from muzero.play import play
 from tests.helpers import CONNECT4, TICTACTOE, TINY, muzero_command
 
-# Scripted MuZero moves (`muzero_actions` replaced): no search, so none is built.
 CONFIG = load_config(TICTACTOE, ["search.num_simulations=8", "selfplay.batched=false"])
+
+
+class ScriptedPlayer(GreedyPlayer):
+    """MuZero's moves scripted: `choose(game)` in each game, no search; records each call's game count."""
+
+    def __init__(self, choose):
+        self.choose, self.calls = choose, []
+
+    def moves(self, network, games):
+        self.calls.append(len(games))
+        return [self.choose(game) for game in games]
 
 
 def _state(*actions: int):
@@ -48,40 +59,30 @@ def test_perfect_player_picks_uniformly_among_optimal_moves():
     assert set(picks) == {0, 2, 4, 7} and all(abs(picks.count(a) - 100) < 30 for a in (0, 2, 4, 7))
 
 
-def test_counts_per_side_with_scripted_players(monkeypatch):
+def test_counts_per_side_with_scripted_players():
     # MuZero replaced by the perfect player: perfect against perfect is always a draw.
     perfect = PerfectPlayer(pyspiel.load_game("tic_tac_toe"), np.random.default_rng(2))
-    monkeypatch.setattr(
-        arena, "muzero_actions", lambda config, network, games, searcher: [perfect(g.environment.state) for g in games]
-    )
-    result = play_match(CONFIG, UniformNetwork(9), "perfect", games=10, seed=0)
+    player = ScriptedPlayer(lambda game: perfect(game.environment.state))
+    result = play_match(CONFIG.game, player, UniformNetwork(9), "perfect", games=10, seed=0)
     assert result.counts == {"first": {"win": 0, "draw": 5, "loss": 0}, "second": {"win": 0, "draw": 5, "loss": 0}}
     assert result.score() == 0.5 and result.rows("perfect")[1] == ["perfect", "second", 5, 0, 5, 0]
     # MuZero replaced by "the lowest legal square": x plays 0, 1, 2 in a row unless blocked; it
     # never beats the perfect player, and loses some games as the second player.
-    monkeypatch.setattr(
-        arena, "muzero_actions", lambda config, network, games, searcher: [g.legal_actions()[0] for g in games]
-    )
-    result = play_match(CONFIG, UniformNetwork(9), "perfect", games=10, seed=0)
+    player = ScriptedPlayer(lambda game: game.legal_actions()[0])
+    result = play_match(CONFIG.game, player, UniformNetwork(9), "perfect", games=10, seed=0)
     assert result.total("win") == 0 and result.counts["second"]["loss"] > 0
 
 
-def test_an_odd_number_of_games_and_games_cut_at_max_moves(monkeypatch):
+def test_an_odd_number_of_games_and_games_cut_at_max_moves():
     # 5 games: MuZero moves first in (5 + 1) // 2 = 3, second in 2. Every game is cut after
     # max_moves = 3 moves (tic-tac-toe needs 5 for a win): not ended, so each counts as a draw.
     config = load_config(TICTACTOE, ["game.max_moves=3", "selfplay.batched=false"])
-    calls = []
-
-    def lowest_square(config, network, games, searcher):
-        calls.append(len(games))
-        return [game.legal_actions()[0] for game in games]
-
-    monkeypatch.setattr(arena, "muzero_actions", lowest_square)
-    result = play_match(config, UniformNetwork(9), "random", games=5, seed=0)
+    player = ScriptedPlayer(lambda game: game.legal_actions()[0])  # the lowest legal square
+    result = play_match(config.game, player, UniformNetwork(9), "random", games=5, seed=0)
     assert result.counts == {"first": {"win": 0, "draw": 3, "loss": 0}, "second": {"win": 0, "draw": 2, "loss": 0}}
     # All games side by side: MuZero moves at plies 1 and 3 as first player (3 games) and at
     # ply 2 as second (2 games); a round searches every game waiting for MuZero: [5, 3].
-    assert calls == [5, 3]
+    assert player.calls == [5, 3]
 
 
 def test_opponents_by_name():
@@ -99,13 +100,13 @@ def test_play_reads_moves_and_asks_again():
     # then tries every square in order: taken squares are refused and asked again.
     moves = "zz\nx(1,1)\n" + "\n".join(str(a) for a in range(9)) * 2 + "\n"
     out = io.StringIO()
-    outcome = play(CONFIG, UniformNetwork(9), True, io.StringIO(moves), out)
+    outcome = play(CONFIG.game, ReferencePlayer(CONFIG), UniformNetwork(9), True, io.StringIO(moves), out)
     text = out.getvalue()
     assert "'zz' is not a legal move here." in text and "x(1,1) (4)" in text  # the legal moves listed
     assert text.count("MuZero plays o(") >= 2 and outcome in (-1, 0, 1)
     assert text.strip().splitlines()[-1] in ("You win.", "Draw.", "MuZero wins.")
     with pytest.raises(EOFError):
-        play(CONFIG, UniformNetwork(9), True, io.StringIO("4\n"), io.StringIO())
+        play(CONFIG.game, ReferencePlayer(CONFIG), UniformNetwork(9), True, io.StringIO("4\n"), io.StringIO())
 
 
 @pytest.mark.slow
@@ -232,7 +233,8 @@ def test_with_a_perfect_model_the_negamax_search_plays_perfectly(rule, batched):
     config = load_config(
         TICTACTOE, ["search.num_simulations=50", f"search.two_player_rule={rule}", f"selfplay.batched={batched}"]
     )
-    result = play_match(config, OracleNetwork(), "perfect", games=8, seed=3)
+    player = make_greedy_player(config, check_environment(config.game), 8)
+    result = play_match(config.game, player, OracleNetwork(), "perfect", games=8, seed=3)
     if rule == "negamax":
         # Values from the player to move's point of view, rewards signed by their mover: the
         # search finds the game-theoretic moves, and perfect against perfect is a draw.
@@ -246,8 +248,7 @@ def test_the_arenas_compiled_search_runs_a_resnet_as_the_reference_search_does()
     # Arena matches search all games at once with the compiled search, the only one that runs
     # a resnet's published weights; its moves must be the reference search's (`run_mcts` on
     # the Keras network itself) in positions of every stage of a game.
-    from muzero.arena import arena_searcher, board_game, muzero_action, muzero_actions
-    from muzero.envs import check_environment
+    from muzero.arena import board_game
     from muzero.factories import make_run_network
     from muzero.game import Game
 
@@ -261,17 +262,18 @@ def test_the_arenas_compiled_search_runs_a_resnet_as_the_reference_search_does()
             "search.num_simulations=12",
         ],
     )
-    network = make_run_network(config, check_environment(config.game, network=config.network))
+    spec = check_environment(config.game, network=config.network)
+    network = make_run_network(config, spec)
     games = []
     for history in ([], [4], [0, 4, 8], [0, 1, 3, 4, 2], [4, 0, 8, 2, 1, 7]):
         game = Game(9, 1.0, board_game(config.game), 1)
         for action in history:
             game.apply(action)
         games.append(game)
-    searcher = arena_searcher(config, len(games))
-    assert type(searcher).__name__ == "CompiledSearcher"
-    expected = [muzero_action(config, network, game) for game in games]
-    assert muzero_actions(config, searcher.bind(network.published_network(0)), games, searcher) == expected
+    player = make_greedy_player(config, spec, len(games))
+    assert type(player.searcher).__name__ == "CompiledSearcher"
+    expected = ReferencePlayer(config).moves(network, games)
+    assert player.moves(network.published_network(0), games) == expected
     assert all(action in game.legal_actions() for action, game in zip(expected, games))
 
 

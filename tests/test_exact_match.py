@@ -8,7 +8,9 @@ import pytest
 
 from muzero.arena import OpponentError
 from muzero.config_loader import load_config
+from muzero.envs import check_environment
 from muzero.exact_match import expected_outcome, muzero_chooser
+from muzero.greedy import make_greedy_player
 from tests.helpers import TICTACTOE, load_script
 from tests.test_arena import OracleNetwork
 
@@ -103,6 +105,7 @@ def test_with_a_perfect_model_muzero_never_loses_to_any_line_of_the_perfect_play
     # perfect player may choose, from both sides, is a draw (the sampled match in test_arena
     # sees 8 games of them).
     config = load_config(TICTACTOE, ["search.num_simulations=50", f"selfplay.batched={batched}"])
-    choose = muzero_chooser(config, OracleNetwork(), batch=16)
+    player = make_greedy_player(config, check_environment(config.game), 16)
+    choose = muzero_chooser(config.game, player, OracleNetwork(), batch=16)
     for player in (0, 1):
         assert expected_outcome(GAME, choose, "perfect", player=player) == pytest.approx((0.0, 1.0, 0.0))

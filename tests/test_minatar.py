@@ -98,7 +98,7 @@ def test_batched_self_play_moves_with_the_resnet_without_downsampling():
     assert network.image_shape == (10, 10, 10) and network.hidden_shape == (10, 10, 4)
     environments = [make_environment(config.game, seed) for seed in range(2)]
     searcher = make_run_searcher(config, spec, 2)
-    selfplay = BatchedSelfPlay(config, environments, searcher)
+    selfplay = BatchedSelfPlay(config.game, config.search, environments, searcher)
     games, moves = selfplay.play(network.published_network(0), np.random.default_rng(0), moves=4)
     # 2 games, 4 batched moves: 8 moves; each game ends by game.max_moves = 4 at the latest.
     assert moves == 8 and len(games) >= 2

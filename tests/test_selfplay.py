@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from muzero.config import GameConfig, MuZeroConfig, SearchConfig, SelfPlayConfig
+from muzero.config import GameConfig, MuZeroConfig, SearchConfig, SelfPlayConfig, TemperatureSchedule
 from muzero.config_loader import load_config
 from muzero.envs.gym import GymEnvironment as Environment
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.networks.base import UniformNetwork
-from muzero.selfplay import BatchedSelfPlay, play_game, play_games_batched
+from muzero.selfplay import BatchedSelfPlay, LocalSelfPlay, play_game, play_games_batched, visit_softmax_temperature
 from tests.helpers import TICTACTOE
 from tests.test_batched_search import random_network
 
@@ -27,8 +28,9 @@ def test_one_batched_greedy_game_is_the_reference_game():
     reference = play_game(
         _config(False), network, Environment("CartPole-v1", 11), np.random.default_rng(0), greedy=True
     )
+    config = _config(True)
     (batched,) = play_games_batched(
-        _config(True), lambda: network, [Environment("CartPole-v1", 11)], np.random.default_rng(0), greedy=True
+        config.game, config.search, lambda: network, [Environment("CartPole-v1", 11)], np.random.default_rng(0), True
     )
     # Same environment seed, same network, no noise, T = 0: the same game, move for move.
     assert batched.history == reference.history and len(reference) > 5
@@ -45,7 +47,10 @@ def test_many_games_with_noise_and_sampling():
         calls.append(1)
         return network
 
-    games = play_games_batched(_config(True), network_fn, environments, np.random.default_rng(1), refresh_interval=4)
+    config = _config(True)
+    games = play_games_batched(
+        config.game, config.search, network_fn, environments, np.random.default_rng(1), refresh_interval=4
+    )
     assert len(games) == 5 and all(game.environment is None for game in games)
     longest = max(len(game) for game in games)
     # Pulled at the start and every 4 moves of the round.
@@ -72,7 +77,14 @@ class OpeningBiasedNetwork(UniformNetwork):
 
 
 def _first_moves(config, greedy=False, games=180):
-    selfplay = BatchedSelfPlay(config, [OpenSpielEnvironment("tic_tac_toe") for _ in range(games)], restart=False)
+    environments = [OpenSpielEnvironment("tic_tac_toe") for _ in range(games)]
+    selfplay = BatchedSelfPlay(
+        config.game,
+        config.search,
+        environments,
+        restart=False,
+        random_opening_moves=config.selfplay.random_opening_moves,
+    )
     selfplay.step(OpeningBiasedNetwork(9), np.random.default_rng(0), greedy=greedy)
     return np.bincount([game.history[0] for game in selfplay.games], minlength=9)
 
@@ -104,3 +116,38 @@ def test_evaluation_play_is_not_randomised():
         TICTACTOE, ["selfplay.search=numpy", "search.num_simulations=50", "selfplay.random_opening_moves=1"]
     )
     assert _first_moves(config, greedy=True, games=10).tolist() == [0] * 8 + [10]
+
+
+def test_the_temperature_schedule_is_read_in_order():
+    # The paper's Atari schedule over training steps: 1.0 below 500k, 0.5 below 750k, then 0.25.
+    atari = TemperatureSchedule()
+    assert [visit_softmax_temperature(atari, 0, step) for step in (0, 499_999, 500_000, 750_000, 10**7)] == [
+        1.0,
+        1.0,
+        0.5,
+        0.25,
+        0.25,
+    ]
+    # Board games count moves instead (training steps ignored): 1.0 for the first 30, then 0.
+    board = TemperatureSchedule(by="num_moves", schedule=((30, 1.0), (None, 0.0)))
+    assert [visit_softmax_temperature(board, moves, 10**6) for moves in (0, 29, 30)] == [1.0, 1.0, 0.0]
+    # A schedule without a final null threshold keeps its last temperature past the end.
+    assert visit_softmax_temperature(TemperatureSchedule(schedule=((10, 2.0),)), 0, 11) == 2.0
+
+
+def test_local_self_play_plays_one_game_per_call_or_one_move_in_every_game():
+    from muzero.storage import SharedStorage
+
+    storage = SharedStorage(2)  # before any save: the uniform network
+    config = _config(False)
+    source = LocalSelfPlay([Environment("CartPole-v1", 3)], play_one_game=lambda *args: play_game(config, *args))
+    (game,), moves = source.play(storage, np.random.default_rng(0), lambda: False, 0)
+    # One whole game: it ended (CartPole fell) or reached max_moves = 60.
+    assert moves == len(game) and (game.terminal() or len(game) == 60)
+    environments = [Environment("CartPole-v1", seed) for seed in range(3)]
+    batched = LocalSelfPlay(environments, BatchedSelfPlay(config.game, config.search, environments))
+    games, moves = batched.play(storage, np.random.default_rng(0), lambda: False, 0)
+    # One move in each of the 3 games: no CartPole episode ends after one move.
+    assert games == [] and moves == 3
+    with pytest.raises(ValueError, match="give one of the two"):
+        LocalSelfPlay(environments)
