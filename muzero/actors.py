@@ -113,7 +113,14 @@ class SelfPlayWorker:
     def _start_games(self, incarnation: int) -> None:
         seed, self.rng = actor_seeds(self.config.run.seed, self.actor_index, incarnation, self.start_step)
         environments = make_environments(self.config.game, self.config.selfplay.num_envs, seed)
-        self.selfplay = BatchedSelfPlay(self.config, environments, self.searcher)
+        config = self.config
+        self.selfplay = BatchedSelfPlay(
+            config.game,
+            config.search,
+            environments,
+            self.searcher,
+            random_opening_moves=config.selfplay.random_opening_moves,
+        )
         self.incarnation = incarnation
 
     def ready(self) -> str:
