@@ -60,7 +60,9 @@ def make_learner(config: MuZeroConfig, network: KerasNetwork) -> Learner:
     """`update_weights` with the `train` section's optimizer, for `network`."""
     from muzero.training import Learner
 
-    return Learner(config, network)
+    # With Reanalyse, value targets bootstrap from the target network, reanalyse.td_steps ahead.
+    td_steps = config.reanalyse.td_steps if config.reanalyse.fraction > 0 else config.train.td_steps
+    return Learner(config.train, network, td_steps, config.run.grad_summary_interval)
 
 
 def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.random.Generator) -> ReplayBuffer:

@@ -1,6 +1,6 @@
 """The learner: `scale_gradient`, `scalar_loss`, `update_weights`, `train_network`.
 
-Documented choices (SPEC.md asks for them to be explicit):
+Documented choices (docs/choices.md lists them with the others where the pseudocode is silent):
 * Batch mean, not sum: each sample's loss is the pseudocode's, then averaged over the
   batch, so the learning rate does not depend on the batch size.
 * The initial step's reward loss is masked (the root has no incoming transition).
@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from muzero.config import MuZeroConfig
+from muzero.config import TrainConfig
 from muzero.gradient_scaling import scale_gradient
 from muzero.networks.keras import KerasNetwork
 from muzero.replay import Batch, ReplayBuffer
@@ -48,21 +48,20 @@ def scalar_loss(prediction: tf.Tensor, target: tf.Tensor) -> tf.Tensor:
     return tf.square(prediction - target)
 
 
-def learning_rate(config: MuZeroConfig, training_step: int) -> float:
-    """lr_init * lr_decay_rate ^ (training_step / lr_decay_steps), continuous."""
-    train = config.train
+def learning_rate(train: TrainConfig, training_step: int) -> float:
+    """lr_init * lr_decay_rate ^ (training_step / lr_decay_steps), continuous (the `train` section's)."""
     return train.lr_init * train.lr_decay_rate ** (training_step / train.lr_decay_steps)
 
 
-def make_optimizer(config: MuZeroConfig) -> keras.optimizers.Optimizer:
-    """SGD with momentum and the pseudocode's exponential decay (non-staircase)."""
+def make_optimizer(train: TrainConfig) -> keras.optimizers.Optimizer:
+    """SGD with momentum and the pseudocode's exponential decay (non-staircase), from the `train` section."""
     schedule = keras.optimizers.schedules.ExponentialDecay(
-        config.train.lr_init,
-        decay_steps=config.train.lr_decay_steps,
-        decay_rate=config.train.lr_decay_rate,
+        train.lr_init,
+        decay_steps=train.lr_decay_steps,
+        decay_rate=train.lr_decay_rate,
         staircase=False,
     )
-    return keras.optimizers.SGD(learning_rate=schedule, momentum=config.train.momentum)
+    return keras.optimizers.SGD(learning_rate=schedule, momentum=train.momentum)
 
 
 # Why (EfficientZero, Ye et al. 2021; not MuZero): the model's hidden states are trained
@@ -274,36 +273,43 @@ class Learner:
     """Holds the network and optimizer; runs a compiled `update_weights` that never retraces.
 
     Args:
-      config: the run's configuration.
-      network: the Keras network to train; its `observation_spec` gives the input signature.
+      train: the `train` section (optimizer, unroll length, loss weights, XLA).
+      network: the Keras network to train; its `observation_spec` gives the input signature, its
+        action count, support size and value transform the targets' shapes.
+      td_steps: the bootstrap horizon of the value targets `train_on_replay` samples
+        (`reanalyse.td_steps` while Reanalyse is on); None: `train.td_steps`.
+      grad_summary_interval: `run.grad_summary_interval`: `grad/...` norms every this many steps (0: never).
     """
 
-    def __init__(self, config: MuZeroConfig, network: KerasNetwork):
-        self.config = config
+    def __init__(
+        self, train: TrainConfig, network: KerasNetwork, td_steps: int | None = None, grad_summary_interval: int = 0
+    ):
+        self.train = train
         self.network = network
-        self.optimizer = make_optimizer(config)
+        self.td_steps = train.td_steps if td_steps is None else td_steps
+        self.grad_summary_interval = grad_summary_interval
+        self.optimizer = make_optimizer(train)
         self.optimizer.build(network.trainable_variables)
-        k = config.train.num_unroll_steps
-        bins = num_bins(config.network.support_size)
-        scalar_shape = [None, k + 1, bins] if config.network.support_size else [None, k + 1]
-        spec = network.observation_spec
+        k = train.num_unroll_steps
+        bins = num_bins(network.support_size)
+        scalar_shape = [None, k + 1, bins] if network.support_size else [None, k + 1]
+        observation_spec = network.observation_spec
         signature = Batch(
-            observation=spec,
+            observation=observation_spec,
             actions=tf.TensorSpec([None, k], tf.int32),
             target_value=tf.TensorSpec(scalar_shape, tf.float32),
             target_reward=tf.TensorSpec(scalar_shape, tf.float32),
-            target_policy=tf.TensorSpec([None, k + 1, config.action_space_size], tf.float32),
+            target_policy=tf.TensorSpec([None, k + 1, network.action_space_size], tf.float32),
             policy_mask=tf.TensorSpec([None, k + 1], tf.float32),
             importance_weight=tf.TensorSpec([None], tf.float32),
-            unroll_observation=tf.TensorSpec([None, None, *spec.shape[1:]], spec.dtype),
+            unroll_observation=tf.TensorSpec([None, None, *observation_spec.shape[1:]], observation_spec.dtype),
             unroll_mask=tf.TensorSpec([None, None], tf.float32),
         )
         weights = {
-            "value_loss_weight": config.train.value_loss_weight,
-            "consistency_loss_weight": config.train.consistency_loss_weight,
+            "value_loss_weight": train.value_loss_weight,
+            "consistency_loss_weight": train.consistency_loss_weight,
         }
-        weight_decay = config.train.weight_decay
-        self.grad_summary_interval = config.run.grad_summary_interval
+        weight_decay = train.weight_decay
 
         def step(batch: Batch) -> dict:
             return update_weights(self.optimizer, self.network, batch, weight_decay, **weights)
@@ -311,7 +317,7 @@ class Learner:
         def step_with_norms(batch: Batch) -> dict:
             return update_weights(self.optimizer, self.network, batch, weight_decay, gradient_norms=True, **weights)
 
-        jit = config.train.jit_compile
+        jit = train.jit_compile
         self._step = tf.function(step, input_signature=[signature], jit_compile=jit)
         # Traced only when first used: no cost when gradient summaries are off.
         self._step_with_norms = tf.function(step_with_norms, input_signature=[signature], jit_compile=jit)
@@ -324,21 +330,21 @@ class Learner:
         """Turns scalar value/reward targets into two-hot supports when the network is categorical,
         fills importance weights of 1 when the batch has none (uniform sampling), and empty
         [B, 0, ...] unroll observations when the consistency loss is off."""
-        n = self.config.network.support_size
+        n = self.network.support_size
         size = len(batch.actions)
         if batch.importance_weight is None:
             batch = batch._replace(importance_weight=np.ones(size, np.float32))
-        spec = self.network.observation_spec
-        shape = tuple(spec.shape[1:].as_list())
+        observation_spec = self.network.observation_spec
+        shape = tuple(observation_spec.shape[1:].as_list())
         batch = batch._replace(observation=np.reshape(batch.observation, (size, *shape)))
         if batch.unroll_observation is None:
-            if self.config.train.consistency_loss_weight > 0:
+            if self.train.consistency_loss_weight > 0:
                 raise ValueError(
                     "train.consistency_loss_weight > 0 needs batches with unroll_observation "
                     "(ReplayBuffer.sample_batch adds them under that config)"
                 )
             batch = batch._replace(
-                unroll_observation=np.zeros((size, 0, *shape), spec.dtype.as_numpy_dtype),
+                unroll_observation=np.zeros((size, 0, *shape), observation_spec.dtype.as_numpy_dtype),
                 unroll_mask=np.zeros((size, 0), np.float32),
             )
         else:
@@ -346,7 +352,7 @@ class Learner:
             batch = batch._replace(unroll_observation=np.reshape(unrolled, (size, unrolled.shape[1], *shape)))
         if n == 0:
             return batch
-        transform = self.config.network.value_transform
+        transform = self.network.value_transform
         return batch._replace(
             target_value=scalar_to_support(batch.target_value, n, transform),
             target_reward=scalar_to_support(batch.target_reward, n, transform),
@@ -393,11 +399,9 @@ def train_on_replay(
     Args:
       batch_hook: tests only: transforms the sampled batch (fault injection).
     """
-    config = learner.config
-    # Reanalyse bootstraps value targets from the target network, reanalyse.td_steps ahead.
-    td_steps = config.reanalyse.td_steps if config.reanalyse.fraction > 0 else config.train.td_steps
+    # With Reanalyse, value targets bootstrap from the target network, reanalyse.td_steps ahead.
     t0 = time.perf_counter()
-    batch = replay_buffer.sample_batch(config.train.num_unroll_steps, td_steps)
+    batch = replay_buffer.sample_batch(learner.train.num_unroll_steps, learner.td_steps)
     if batch_hook is not None:
         batch = batch_hook(batch)
     t1 = time.perf_counter()
@@ -420,17 +424,16 @@ def train_on_replay(
 
 
 def train_network(
-    config: MuZeroConfig,
+    train: TrainConfig,
     learner: Learner,
     replay_buffer: ReplayBuffer,
     storage: SharedStorage | None = None,
     num_steps: int | None = None,
 ) -> dict:
-    """Pseudocode `train_network`: sample, update, publish every checkpoint_interval.
+    """Pseudocode `train_network`: sample, update, publish every `train.checkpoint_interval` steps.
 
     Returns the last step's metrics (with "train/finite").
     """
-    train = config.train
     metrics: dict = {}
     steps = train.training_steps if num_steps is None else num_steps
     for _ in range(steps):

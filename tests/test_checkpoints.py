@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _checkpointer(tmp_path: Path, max_to_keep: int = 3, keep_every_steps: int = 0):
     config = load_config(ROOT / "configs" / "tiny.yaml")
     network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
-    learner = Learner(config, network)
+    learner = Learner(config.train, network)
     return Checkpointer(tmp_path / "checkpoints", network, learner.optimizer, max_to_keep, keep_every_steps), network
 
 

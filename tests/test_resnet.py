@@ -111,7 +111,7 @@ def test_a_skipped_update_leaves_batch_norm_averages_unchanged():
     config = _config(planes=8, blocks=1)
     config = config.replace(train=TrainConfig(batch_size=2, num_unroll_steps=2))
     network = make_run_network(config, ATARI_SPEC)
-    learner = Learner(config, network)
+    learner = Learner(config.train, network)
     rng = np.random.default_rng(0)
 
     def batch(policy: float) -> Batch:

@@ -48,16 +48,16 @@ class TestLearningRate:
     def test_schedule_by_hand(self):
         config = MuZeroConfig(train=TrainConfig(lr_init=0.05, lr_decay_rate=0.1, lr_decay_steps=350e3))
         # lr = 0.05 * 0.1^(step / 350k): 0.05 at 0, 0.005 at 350k, 0.05 * sqrt(0.1) = 0.0158114 at 175k.
-        assert learning_rate(config, 0) == pytest.approx(0.05)
-        assert learning_rate(config, 350_000) == pytest.approx(0.005)
-        assert learning_rate(config, 175_000) == pytest.approx(0.0158113883)
+        assert learning_rate(config.train, 0) == pytest.approx(0.05)
+        assert learning_rate(config.train, 350_000) == pytest.approx(0.005)
+        assert learning_rate(config.train, 175_000) == pytest.approx(0.0158113883)
 
     def test_optimizer_uses_the_same_schedule(self):
         config = MuZeroConfig(train=TrainConfig(lr_init=0.05, lr_decay_rate=0.1, lr_decay_steps=1000, momentum=0.9))
-        optimizer = make_optimizer(config)
+        optimizer = make_optimizer(config.train)
         for step in (0, 500, 1000, 2500):
             optimizer.iterations.assign(step)  # the training step the schedule reads
-            assert float(optimizer.learning_rate) == pytest.approx(learning_rate(config, step), rel=1e-6)
+            assert float(optimizer.learning_rate) == pytest.approx(learning_rate(config.train, step), rel=1e-6)
         assert optimizer.momentum == 0.9
 
 
@@ -200,7 +200,7 @@ def test_initial_step_has_no_reward_loss_and_absorbing_states_no_policy_loss():
 
 def test_learner_step_does_not_retrace():
     config, network, batch = _setup(3)
-    learner = Learner(config, network)
+    learner = Learner(config.train, network)
     scalar_value = np.zeros(batch.target_value.shape[:2], np.float32)  # Learner two-hots scalar targets
     batch = batch._replace(target_value=scalar_value, target_reward=scalar_value)
     for size in (6, 3, 5):
@@ -209,10 +209,21 @@ def test_learner_step_does_not_retrace():
     assert learner.training_step == 3 and network.training_steps() == 3
 
 
+def test_the_learner_samples_with_the_reanalyse_horizon_while_reanalyse_is_on():
+    from muzero.config import ReanalyseConfig
+    from muzero.factories import make_learner
+
+    config, network, _ = _setup(3)
+    config = config.replace(train=dataclasses.replace(config.train, td_steps=10))
+    # Reanalyse off: train.td_steps (10); on (fraction 0.8): reanalyse.td_steps (5), the
+    # paper's horizon for value targets bootstrapped from the target network.
+    assert make_learner(config, network).td_steps == 10
+    assert make_learner(config.replace(reanalyse=ReanalyseConfig(fraction=0.8, td_steps=5)), network).td_steps == 5
+
+
 def test_gradient_norm_summaries_every_interval():
     config, network, batch = _setup(3)
-    config = config.replace(run=dataclasses.replace(config.run, grad_summary_interval=2))
-    learner = Learner(config, network)
+    learner = Learner(config.train, network, grad_summary_interval=2)
     scalar = np.zeros(batch.target_value.shape[:2], np.float32)
     batch = batch._replace(target_value=scalar, target_reward=scalar)
     first, second = learner.train_step(batch), learner.train_step(batch)
@@ -244,7 +255,7 @@ def test_train_network_publishes_every_checkpoint_interval():
         train=dataclasses.replace(config.train, batch_size=4, checkpoint_interval=2),
         replay=ReplayConfig(window_size=10),
     )
-    learner = Learner(config, network)
+    learner = Learner(config.train, network)
     game = Game(action_space_size=2, discount=config.discount)
     game.observations = [np.full(4, i, np.float32) for i in range(6)]
     game.history, game.rewards = [0, 1, 0, 1, 0], [1.0] * 5
@@ -255,7 +266,7 @@ def test_train_network_publishes_every_checkpoint_interval():
     published = []
     original = storage.save_network
     storage.save_network = lambda step, net: (published.append(step), original(step, net))
-    metrics = train_network(config, learner, buffer, storage, num_steps=5)
+    metrics = train_network(config.train, learner, buffer, storage, num_steps=5)
     # Saved at steps 0, 2 and 4 (every checkpoint_interval = 2) and once at the end (5).
     assert published == [0, 2, 4, 5] and learner.training_step == 5
     assert storage.latest_network().training_steps() == 5 and np.isfinite(metrics["loss/total"])
@@ -305,7 +316,7 @@ def test_learner_returns_the_initial_value_for_priorities():
     from muzero.replay import priority
 
     config, network, batch = _setup(3)
-    learner = Learner(config, network)
+    learner = Learner(config.train, network)
     scalar = np.linspace(-1.0, 1.0, 6 * (K + 1), dtype=np.float32).reshape(6, K + 1)
     batch = batch._replace(target_value=scalar, target_reward=np.zeros_like(scalar))
     expected = network.initial_inference(batch.observation).value.numpy()  # before the update
@@ -377,7 +388,7 @@ class TestConsistencyLoss:
     def test_learner_trains_with_it_without_retracing(self):
         config, network, batch = _setup(3)
         config = config.replace(train=dataclasses.replace(config.train, consistency_loss_weight=1.0))
-        learner = Learner(config, network)
+        learner = Learner(config.train, network)
         scalar = np.zeros(batch.target_value.shape[:2], np.float32)
         unrolled = np.random.default_rng(1).normal(size=(6, K, 4)).astype(np.float32)
         batch = batch._replace(
