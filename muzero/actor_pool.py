@@ -5,8 +5,8 @@ Shared by the self-play actors (`muzero.actors`) and the reanalyse actors
 
 * Calls: the driver hands an actor a call only when it has a free slot (at most
   `actors.max_inflight_per_actor`), so the work outside the driver stays bounded.
-* Each published network is `ray.put` once; calls carry its reference in a list, so an
-  actor fetches it (`fetch_network`) only when the version is new to it.
+* Each published network is `ray.put` once (`put_network`); calls carry its reference in a
+  list, so an actor fetches it (`fetch_network`) only when the version is new to it.
 * Faults: Ray restarts a dead actor (`actors.max_restarts`); the driver sees the failed
   call (or a result from a new process), counts the restart, and sends the new
   incarnation's number with the next calls. A call that outlives
@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from absl import logging
 
-from muzero.config import MuZeroConfig
-from muzero.envs import EnvironmentSpec
+from muzero.config import ActorsConfig, ReanalyseConfig
 from muzero.networks.base import Network
 from muzero.tf_runtime import limit_threads, quiet_tensorflow_cpp
 
@@ -41,16 +40,17 @@ class ClusterError(RuntimeError):
     """Ray could not be started or joined; the message is one line for the user."""
 
 
-def limit_actor_resources(config: MuZeroConfig, threads: int) -> None:
-    """Before TensorFlow does any work in an actor: small thread pools, and no GPU
-    unless the actor was given one (TensorFlow would otherwise map all GPU memory)."""
-    if config.actors.gpus_per_actor == 0:
+def limit_actor_resources(actors: ActorsConfig, compiled_search: bool) -> None:
+    """Before TensorFlow does any work in an actor: thread pools of `actors.cpus_per_actor`
+    threads, and no GPU unless the actor was given one (TensorFlow would otherwise map all GPU
+    memory). `compiled_search`: the actor searches with TensorFlow (`selfplay.search`)."""
+    if actors.gpus_per_actor == 0:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     quiet_tensorflow_cpp()
-    if config.selfplay.search != "compiled":
+    if not compiled_search:
         return  # the numpy search never imports TensorFlow
     try:
-        limit_threads(threads, use_gpu=config.actors.gpus_per_actor > 0)
+        limit_threads(max(1, int(actors.cpus_per_actor)), use_gpu=actors.gpus_per_actor > 0)
     except RuntimeError as error:  # TensorFlow already ran in this process (an in-process worker)
         logging.warning(
             "actor: TensorFlow already initialised, thread and device limits not set (%s)", first_line(error)
@@ -94,40 +94,45 @@ class ActorState:
 class ActorPool:
     """The driver's handle on `num_actors` actors of `worker_class`.
 
-    A worker class takes (config, spec, actor_index, start_step), has `ready()` returning
+    A worker class takes (*worker_args, actor_index, start_step), has `ready()` returning
     its process token, and its calls return objects with `process` and `incarnation`.
 
     Args:
-      config: validated configuration (`actors` section: restarts, slots, timeouts, resources).
-      spec: what the game is (observation shape and dtype, players).
-      address: a Ray cluster to join (`ray start --head` prints it); None starts a
-        local one sized for all the run's actors.
+      actors: the `actors` section (restarts, call slots, timeouts, resources).
       worker_class: the actor's class (wrapped with `ray.remote` here).
+      worker_args: what `worker_class` takes before (actor_index, start_step): the run's
+        config and `EnvironmentSpec`, from which each actor builds its own parts in its process.
       num_actors: how many.
       kind: names the actors in messages ("self-play", "reanalyse").
+      address: a Ray cluster to join (`ray start --head` prints it); None starts a
+        local one sized for all the run's actors.
+      cluster_cpus: CPUs all the run's actors ask for (`cluster_cpus`); None: this pool's.
     """
 
     def __init__(
         self,
-        config: MuZeroConfig,
-        spec: EnvironmentSpec,
-        address: str | None,
+        actors: ActorsConfig,
         worker_class: type,
+        worker_args: tuple,
         num_actors: int,
         kind: str,
+        address: str | None = None,
+        cluster_cpus: float | None = None,
     ):
-        self.config, self.spec, self.address = config, spec, address
-        self.worker_class, self.num_actors, self.kind = worker_class, num_actors, kind
+        self.actors_config, self.address = actors, address
+        self.worker_class, self.worker_args = worker_class, worker_args
+        self.num_actors, self.kind = num_actors, kind
         self.actors: list[ActorState] = []
         self.weights_step = -1
         self.weights_ref = None
         self.restart_events = 0
-        connect(config, address)
+        connect(address, num_actors * actors.cpus_per_actor if cluster_cpus is None else cluster_cpus)
 
     # ----- weights out -----
 
-    def publish(self, step: int, network: Network) -> None:
-        """Puts a new network version into the object store, once."""
+    def put_network(self, step: int, network: Network) -> None:
+        """Puts a network version into the object store, once per version; the next calls
+        carry its reference (`weights_ref`)."""
         if step == self.weights_step:
             return
         import ray
@@ -145,7 +150,7 @@ class ActorPool:
             return
         import ray
 
-        actors_cfg = self.config.actors
+        actors_cfg = self.actors_config
         # No task retries: after a restart the driver resubmits, with the newest weights and
         # the new restart count. (Calls queued at the moment of a restart may still run on
         # the new process; its result then shows the new process, and the restart is counted.)
@@ -157,7 +162,7 @@ class ActorPool:
             # Set before the worker process starts: TensorFlow reads it when first imported.
             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}},
         )
-        self.actors = [ActorState(remote.remote(self.config, self.spec, i, start_step)) for i in range(self.num_actors)]
+        self.actors = [ActorState(remote.remote(*self.worker_args, i, start_step)) for i in range(self.num_actors)]
         started = time.time()
         pending = {actor.handle.ready.remote(): actor for actor in self.actors}
         while pending and time.time() - started < actors_cfg.call_timeout_seconds and not should_stop():
@@ -179,7 +184,7 @@ class ActorPool:
 
     def describe(self) -> str:
         """What each actor does, for the start-up line."""
-        return f"{self.config.actors.max_inflight_per_actor} calls in flight each"
+        return f"{self.actors_config.max_inflight_per_actor} calls in flight each"
 
     def free_slots(self) -> list[int]:
         """Indices of live actors with room for another call, one entry per free slot."""
@@ -187,7 +192,7 @@ class ActorPool:
             index
             for index, actor in enumerate(self.actors)
             if not self._dead(actor)
-            for _ in range(self.config.actors.max_inflight_per_actor - len(actor.calls))
+            for _ in range(self.actors_config.max_inflight_per_actor - len(actor.calls))
         ]
 
     def send(self, index: int, ref: object, payload: object = None) -> None:
@@ -237,7 +242,7 @@ class ActorPool:
         try:
             # Ready means in the local object store: this returns at once, unless the object
             # was lost since, in which case Ray may try to rebuild it: bounded too.
-            result = ray.get(call.ref, timeout=self.config.actors.call_timeout_seconds)
+            result = ray.get(call.ref, timeout=self.actors_config.call_timeout_seconds)
         except ray.exceptions.GetTimeoutError:
             logging.warning(
                 "%s actor %d: a finished call's result could not be fetched; dropped", self.kind, call.actor_index
@@ -281,7 +286,7 @@ class ActorPool:
                 self.kind,
                 call.actor_index,
                 what,
-                self.config.actors.max_restarts,
+                self.actors_config.max_restarts,
             )
         else:
             self.restart_events += 1
@@ -290,7 +295,7 @@ class ActorPool:
             )
 
     def _kill_hung(self) -> None:
-        timeout = self.config.actors.call_timeout_seconds
+        timeout = self.actors_config.call_timeout_seconds
         now = time.time()
         for actor in self.actors:
             current = self._current_calls(actor)
@@ -300,7 +305,7 @@ class ActorPool:
     def _wait_seconds(self) -> float:
         """Until the next hung-call deadline, at most WAIT_SLICE_SECONDS."""
         deadlines = [
-            actor.clock + self.config.actors.call_timeout_seconds for actor in self.actors if self._current_calls(actor)
+            actor.clock + self.actors_config.call_timeout_seconds for actor in self.actors if self._current_calls(actor)
         ]
         return max(0.0, min([WAIT_SLICE_SECONDS, *(d - time.time() for d in deadlines)]))
 
@@ -308,7 +313,7 @@ class ActorPool:
         return [call for call in actor.calls if call.incarnation == actor.incarnation]
 
     def _dead(self, actor: ActorState) -> bool:
-        limit = self.config.actors.max_restarts
+        limit = self.actors_config.max_restarts
         return 0 <= limit < actor.deaths
 
     # ----- figures -----
@@ -346,14 +351,15 @@ class ActorPool:
             ray.shutdown()
 
 
-def cluster_cpus(config: MuZeroConfig) -> float:
+def cluster_cpus(actors: ActorsConfig, reanalyse: ReanalyseConfig) -> float:
     """CPUs all the run's actors ask for: self-play, and reanalyse when it is on."""
-    actors = config.actors.num_actors + (config.reanalyse.num_actors if config.reanalyse.fraction > 0 else 0)
-    return actors * config.actors.cpus_per_actor
+    count = actors.num_actors + (reanalyse.num_actors if reanalyse.fraction > 0 else 0)
+    return count * actors.cpus_per_actor
 
 
-def connect(config: MuZeroConfig, address: str | None) -> None:
-    """Joins the Ray cluster at `address`, or starts a local one (once per process).
+def connect(address: str | None, needed: float) -> None:
+    """Joins the Ray cluster at `address`, or starts a local one with at least `needed` CPUs
+    (once per process).
 
     Raises:
       ClusterError: the cluster cannot be joined or started.
@@ -370,7 +376,6 @@ def connect(config: MuZeroConfig, address: str | None) -> None:
 
     if ray.is_initialized():
         return  # the other pool of this run connected already
-    needed = cluster_cpus(config)
     try:
         if address:
             ray.init(address=address, logging_level=std_logging.WARNING)

@@ -31,8 +31,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from muzero.actor_pool import ActorPool, ClusterError, check_address, connect, fetch_network, limit_actor_resources
-from muzero.config import MuZeroConfig
+from muzero.actor_pool import (
+    ActorPool,
+    ClusterError,
+    check_address,
+    cluster_cpus,
+    connect,
+    fetch_network,
+    limit_actor_resources,
+)
+from muzero.config import ActorsConfig, MuZeroConfig
 from muzero.envs import EnvironmentSpec, make_environments
 from muzero.factories import make_run_searcher
 from muzero.game import Game
@@ -50,6 +58,7 @@ __all__ = [
     "SelfPlayWorker",
     "actor_seeds",
     "check_address",
+    "cluster_cpus",
     "connect",
 ]
 
@@ -88,7 +97,9 @@ def actor_seeds(seed: int, actor_index: int, incarnation: int, start_step: int) 
 class SelfPlayWorker:
     """One self-play actor: `selfplay.num_envs` games in progress, played in calls.
 
-    Plain Python (Ray wraps it with `ray.remote`), so it also runs in-process.
+    Plain Python (Ray wraps it with `ray.remote`), so it also runs in-process. A Ray actor is
+    a process of its own: it gets the whole config and builds its parts from it, as
+    `muzero.builder` does for the driver.
 
     Args:
       config: validated configuration.
@@ -98,7 +109,7 @@ class SelfPlayWorker:
     """
 
     def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, actor_index: int, start_step: int):
-        limit_actor_resources(config, max(1, int(config.actors.cpus_per_actor)))
+        limit_actor_resources(config.actors, config.selfplay.search == "compiled")
         self.config = config
         self.actor_index = actor_index
         self.start_step = start_step
@@ -111,9 +122,9 @@ class SelfPlayWorker:
         self.weights_step = -1
 
     def _start_games(self, incarnation: int) -> None:
-        seed, self.rng = actor_seeds(self.config.run.seed, self.actor_index, incarnation, self.start_step)
-        environments = make_environments(self.config.game, self.config.selfplay.num_envs, seed)
         config = self.config
+        seed, self.rng = actor_seeds(config.run.seed, self.actor_index, incarnation, self.start_step)
+        environments = make_environments(config.game, config.selfplay.num_envs, seed)
         self.selfplay = BatchedSelfPlay(
             config.game,
             config.search,
@@ -150,20 +161,31 @@ class SelfPlayActors(ActorPool):
     """The driver's handle on the self-play actors: weights out, games in, faults handled.
 
     Args:
-      config: validated configuration (`actors` section).
-      spec: what the game is (observation shape and dtype, players).
+      actors: the `actors` section.
+      worker_args: (config, `EnvironmentSpec`): what each `SelfPlayWorker` builds its parts from.
+      num_envs: `selfplay.num_envs`, the games in progress in each actor (for the start-up line).
       address: a Ray cluster to join (`ray start --head` prints it); None starts a
         local one sized for the actors.
+      cluster_cpus: CPUs all the run's actors ask for (`muzero.actor_pool.cluster_cpus`);
+        None: the self-play actors'.
     """
 
-    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, address: str | None = None):
-        super().__init__(config, spec, address, SelfPlayWorker, config.actors.num_actors, "self-play")
-        self.games = [0] * config.actors.num_actors
+    def __init__(
+        self,
+        actors: ActorsConfig,
+        worker_args: tuple,
+        num_envs: int,
+        address: str | None = None,
+        cluster_cpus: float | None = None,
+    ):
+        super().__init__(actors, SelfPlayWorker, worker_args, actors.num_actors, "self-play", address, cluster_cpus)
+        self.num_envs = num_envs
+        self.games = [0] * actors.num_actors
 
     def describe(self) -> str:
         return (
-            f"{self.config.selfplay.num_envs} games each, {self.config.actors.moves_per_call} moves per call, "
-            f"{self.config.actors.max_inflight_per_actor} calls in flight each"
+            f"{self.num_envs} games each, {self.actors_config.moves_per_call} moves per call, "
+            f"{self.actors_config.max_inflight_per_actor} calls in flight each"
         )
 
     def submit(self) -> None:
@@ -173,7 +195,7 @@ class SelfPlayActors(ActorPool):
             self.send(
                 index,
                 actor.handle.play.remote(
-                    actor.incarnation, self.weights_step, [self.weights_ref], self.config.actors.moves_per_call
+                    actor.incarnation, self.weights_step, [self.weights_ref], self.actors_config.moves_per_call
                 ),
             )
 
@@ -196,21 +218,29 @@ class RaySelfPlay(SelfPlaySource):
     Backpressure: calls are only handed out here, so the actors run at most
     `actors.max_inflight_per_actor` calls ahead of a learner slower than them. Games in
     progress inside the actors are not checkpointed: after a resume the actors start new ones.
+
+    Args: as `SelfPlayActors`.
     """
 
     concurrent = True
 
-    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, address: str | None = None):
-        self.config = config
-        self.actors = SelfPlayActors(config, spec, address)
+    def __init__(
+        self,
+        actors: ActorsConfig,
+        worker_args: tuple,
+        num_envs: int,
+        address: str | None = None,
+        cluster_cpus: float | None = None,
+    ):
+        self.actors = SelfPlayActors(actors, worker_args, num_envs, address, cluster_cpus)
 
     def play(
         self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool], start_step: int
     ) -> tuple[list[Game], int]:
-        actors, actors_cfg = self.actors, self.config.actors
+        actors, actors_cfg = self.actors, self.actors.actors_config
         if not actors.actors:
             actors.start(start_step, should_stop=should_stop)
-        actors.publish(storage.latest_step(), storage.latest_network())
+        actors.put_network(storage.latest_step(), storage.latest_network())
         actors.submit()
         results = actors.collect(should_stop=should_stop)
         actors.submit()

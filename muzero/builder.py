@@ -108,9 +108,10 @@ def make_selfplay_source(
 ) -> SelfPlaySource:
     """Self-play in this process ("local") or on Ray actors ("ray": `muzero.actors`)."""
     if backend == "ray":
-        from muzero.actors import RaySelfPlay
+        from muzero.actors import RaySelfPlay, cluster_cpus
 
-        return RaySelfPlay(config, spec, ray_address)
+        cpus = cluster_cpus(config.actors, config.reanalyse)
+        return RaySelfPlay(config.actors, (config, spec), config.selfplay.num_envs, ray_address, cpus)
     batched = config.selfplay.batched
     environments = make_environments(config.game, config.selfplay.num_envs if batched else 1, seed)
     if not batched:
@@ -128,8 +129,9 @@ def make_reanalyser(config: MuZeroConfig, spec: EnvironmentSpec, backend: str, r
     if backend == "ray" and config.reanalyse.num_actors > 0:
         from muzero.reanalyse_actors import RayReanalyse
 
-        return RayReanalyse(config, spec, ray_address)
-    return LocalReanalyse(config, make_run_searcher(config, spec, config.reanalyse.batch_size))
+        return RayReanalyse(config.reanalyse, config.actors, (config, spec), ray_address)
+    searcher = make_run_searcher(config, spec, config.reanalyse.batch_size)
+    return LocalReanalyse(config.reanalyse, searcher, config.run.seed, config.search.root_dirichlet_alpha)
 
 
 def make_target_network(config: MuZeroConfig, spec: EnvironmentSpec) -> TargetNetwork:
@@ -181,7 +183,7 @@ def build_run(
     source = source or make_selfplay_source(config, spec, backend, ray_address, seed)
     replay_buffer = make_replay_buffer(config, spec, state.rng)
     target_network = reanalyser = None
-    if reanalyse_enabled(config):
+    if reanalyse_enabled(config.reanalyse):
         target_network = make_target_network(config, spec)
         target_network.maybe_refresh(0, network)
         replay_buffer.bootstrap_value_fn = target_network.values

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from muzero.config import MuZeroConfig
+from muzero.config import ReanalyseConfig
 from muzero.networks.base import Network, PublishedWeights, UniformNetwork
 from muzero.replay import Positions, ReplayBuffer
 from muzero.search.types import Searcher, SearchResult
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 REANALYSE_STREAM = 7
 
 
-def reanalyse_enabled(config: MuZeroConfig) -> bool:
-    """Reanalyse is on when a fraction of the policy targets comes from it."""
-    return config.reanalyse.fraction > 0
+def reanalyse_enabled(reanalyse: ReanalyseConfig) -> bool:
+    """Reanalyse is on when a fraction of the policy targets comes from it (`reanalyse.fraction`)."""
+    return reanalyse.fraction > 0
 
 
 def select_positions(
@@ -78,11 +78,14 @@ def reanalyse_positions(
     return searcher(root_output, network, positions.legal, positions.to_play, noise)
 
 
-def reanalyse_noise(config: MuZeroConfig, positions: Positions, rng: np.random.Generator) -> np.ndarray | None:
-    """Root noise for a reanalyse search when `reanalyse.root_noise` is on, else None."""
-    if not config.reanalyse.root_noise:
+def reanalyse_noise(
+    root_dirichlet_alpha: float | None, positions: Positions, rng: np.random.Generator
+) -> np.ndarray | None:
+    """Root noise for a reanalyse search, Dirichlet(`search.root_dirichlet_alpha`) as in
+    self-play: [N, A], or None when `root_dirichlet_alpha` is (`reanalyse.root_noise` off)."""
+    if root_dirichlet_alpha is None:
         return None
-    return root_noise(config.search.root_dirichlet_alpha, positions.legal, rng)
+    return root_noise(root_dirichlet_alpha, positions.legal, rng)
 
 
 class TargetNetwork:
@@ -140,12 +143,12 @@ class ReanalyseDriver:
     time), the results stored into replay, their summaries and the checkpointed credit.
 
     Args:
-      config: the run's config.
+      reanalyse: the `reanalyse` section (`positions_per_step`, `batch_size`).
     """
 
-    def __init__(self, config: MuZeroConfig):
-        self.config = config
-        self.batch_size = config.reanalyse.batch_size
+    def __init__(self, reanalyse: ReanalyseConfig):
+        self.positions_per_step = reanalyse.positions_per_step
+        self.batch_size = reanalyse.batch_size
         self.credit = 0.0
         self.positions = 0
         self.ages: list[float] = []
@@ -153,7 +156,7 @@ class ReanalyseDriver:
     def _add_budget(self, network: Network) -> bool:
         """Adds one training step's budget; whether `network` is worth searching with (the
         uniform network published before the first save finds no better targets)."""
-        self.credit += self.config.reanalyse.positions_per_step
+        self.credit += self.positions_per_step
         return not isinstance(network, UniformNetwork)
 
     def _store(
@@ -184,16 +187,19 @@ class LocalReanalyse(ReanalyseDriver):
     a time with the newest published network.
 
     Args:
-      config: the run's config.
+      reanalyse: the `reanalyse` section.
       searcher: a batched searcher for `reanalyse.batch_size` positions
         (`muzero.search.make_searcher`).
+      seed: the run's seed (`run.seed`).
+      root_dirichlet_alpha: `search.root_dirichlet_alpha`, the root noise's (with `reanalyse.root_noise`).
     """
 
-    def __init__(self, config: MuZeroConfig, searcher: Searcher):
-        super().__init__(config)
+    def __init__(self, reanalyse: ReanalyseConfig, searcher: Searcher, seed: int, root_dirichlet_alpha: float):
+        super().__init__(reanalyse)
         self.searcher = searcher
+        self.noise_alpha = root_dirichlet_alpha if reanalyse.root_noise else None
         # Root noise: its own stream, so self-play draws what it would without Reanalyse.
-        self.rng = np.random.default_rng(np.random.SeedSequence([config.run.seed, REANALYSE_STREAM]))
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, REANALYSE_STREAM]))
         self.seconds = 0.0
 
     def after_training_step(self, replay_buffer: ReplayBuffer, network: Network, step: int) -> None:
@@ -206,7 +212,7 @@ class LocalReanalyse(ReanalyseDriver):
             positions = select_positions(replay_buffer, self.batch_size)
             if positions is None:
                 return
-            noise = reanalyse_noise(self.config, positions, self.rng)
+            noise = reanalyse_noise(self.noise_alpha, positions, self.rng)
             result = reanalyse_positions(self.searcher, network, positions, noise)
             self._store(replay_buffer, positions.rows, positions.layout, result, step)
             self.seconds += time.perf_counter() - started

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from muzero.actor_pool import ActorPool, fetch_network, limit_actor_resources
-from muzero.config import MuZeroConfig
+from muzero.config import ActorsConfig, MuZeroConfig, ReanalyseConfig
 from muzero.envs import EnvironmentSpec
 from muzero.factories import make_run_searcher
 from muzero.networks.base import Network
@@ -62,15 +62,17 @@ class ReanalyseResult:
 class ReanalyseWorker:
     """One reanalyse actor: a batched searcher for `reanalyse.batch_size` positions.
 
-    Plain Python (Ray wraps it with `ray.remote`), so it also runs in-process.
+    Plain Python (Ray wraps it with `ray.remote`), so it also runs in-process. As a process of
+    its own it gets the whole config and builds its searcher from it (`muzero.actors.SelfPlayWorker`).
     """
 
     def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, actor_index: int, start_step: int):
-        limit_actor_resources(config, max(1, int(config.actors.cpus_per_actor)))
+        limit_actor_resources(config.actors, config.selfplay.search == "compiled")
         self.actor_index = actor_index
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.searcher = make_run_searcher(config, spec, config.reanalyse.batch_size)
-        self.config, self.start_step = config, start_step
+        self.seed, self.start_step = config.run.seed, start_step
+        self.noise_alpha = config.search.root_dirichlet_alpha if config.reanalyse.root_noise else None
         self.network: Network | None = None
         self.weights_step = -1
         self.incarnation = -1
@@ -85,13 +87,11 @@ class ReanalyseWorker:
         if incarnation != self.incarnation:  # root noise from (seed, stream, actor, restarts, start step)
             self.incarnation = incarnation
             self.rng = np.random.default_rng(
-                np.random.SeedSequence(
-                    [self.config.run.seed, REANALYSE_STREAM, self.actor_index, incarnation, self.start_step]
-                )
+                np.random.SeedSequence([self.seed, REANALYSE_STREAM, self.actor_index, incarnation, self.start_step])
             )
         if weights_step != self.weights_step:
             self.network, self.weights_step = fetch_network(weights), weights_step
-        noise = reanalyse_noise(self.config, positions, self.rng)
+        noise = reanalyse_noise(self.noise_alpha, positions, self.rng)
         result = reanalyse_positions(self.searcher, self.network, positions, noise)
         return ReanalyseResult(
             self.actor_index,
@@ -108,14 +108,25 @@ class RayReanalyse(ReanalyseDriver):
     """Reanalyse on actors, driven between training steps; the `LocalReanalyse` interface.
 
     Args:
-      config: the run's config.
-      spec: what the game is.
+      reanalyse: the `reanalyse` section (`num_actors`, the budget).
+      actors: the `actors` section (restarts, call slots, timeouts, resources).
+      worker_args: (config, `EnvironmentSpec`): what each `ReanalyseWorker` builds its searcher from.
       address: the Ray cluster (the self-play actors' one).
+      cluster_cpus: as `muzero.actor_pool.ActorPool`'s.
     """
 
-    def __init__(self, config: MuZeroConfig, spec: EnvironmentSpec, address: str | None = None):
-        super().__init__(config)
-        self.pool = ActorPool(config, spec, address, ReanalyseWorker, config.reanalyse.num_actors, "reanalyse")
+    def __init__(
+        self,
+        reanalyse: ReanalyseConfig,
+        actors: ActorsConfig,
+        worker_args: tuple,
+        address: str | None = None,
+        cluster_cpus: float | None = None,
+    ):
+        super().__init__(reanalyse)
+        self.pool = ActorPool(
+            actors, ReanalyseWorker, worker_args, reanalyse.num_actors, "reanalyse", address, cluster_cpus
+        )
         self.since = time.perf_counter()
 
     def after_training_step(self, replay_buffer: ReplayBuffer, network: Network, step: int) -> None:
@@ -128,7 +139,7 @@ class RayReanalyse(ReanalyseDriver):
             pool.start(step)
         for answer in pool.collect(block=False):
             self._store(replay_buffer, answer.rows, answer.layout, answer.result, answer.weights_step)
-        pool.publish(network.training_steps(), network)
+        pool.put_network(network.training_steps(), network)
         slots = pool.free_slots()
         while self.credit >= self.batch_size and slots:
             positions = select_positions(replay_buffer, self.batch_size, exclude=pool.payloads())

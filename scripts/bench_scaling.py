@@ -76,10 +76,10 @@ def bench_ray(config: MuZeroConfig, spec, num_actors: int, interval: float, inte
     from muzero.actors import SelfPlayActors
 
     config = config.replace(actors=dataclasses.replace(config.actors, num_actors=num_actors, min_live_actors=1))
-    actors = SelfPlayActors(config, spec)
+    actors = SelfPlayActors(config.actors, (config, spec), config.selfplay.num_envs)
     try:
         actors.start(0)
-        actors.publish(0, initial_network(config, spec))
+        actors.put_network(0, initial_network(config, spec))
         answered: set[int] = set()
         while len(answered) < num_actors:  # warm-up: every actor has started and compiled
             actors.submit()

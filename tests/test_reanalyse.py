@@ -17,8 +17,9 @@ from muzero.config import (
 from muzero.envs import EnvironmentSpec
 from muzero.factories import make_replay_buffer, make_run_network, network_factory
 from muzero.game import Game
-from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_positions, select_positions
+from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_noise, reanalyse_positions, select_positions
 from muzero.search import BatchedSearcher
+from muzero.selfplay import root_noise
 from tests.test_batched_search import RowwiseNetwork, random_network, reference_visits
 
 ACTIONS = 3
@@ -181,7 +182,9 @@ def test_local_reanalyse_searches_whole_batches_as_credit_allows():
     buffer = make_replay_buffer(config, SPEC, np.random.default_rng(0))
     buffer.save_game(_game(10, rng))
     network = random_network(rng, obs=4, actions=ACTIONS, hidden=5, width=12, support=3)
-    worker = LocalReanalyse(config, BatchedSearcher(config.search, config.discount, 1))
+    worker = LocalReanalyse(
+        config.reanalyse, BatchedSearcher(config.search, config.discount, 1), 0, config.search.root_dirichlet_alpha
+    )
     reanalysed = []
     for step in range(1, 6):
         worker.after_training_step(buffer, network, step)
@@ -192,6 +195,19 @@ def test_local_reanalyse_searches_whole_batches_as_credit_allows():
     assert worker.state_dict()["credit"] == 3.0
     metrics = worker.metrics(buffer)
     assert metrics["reanalyse/fraction_reanalysed"] == 1.0 and metrics["reanalyse/positions_per_sec"] > 0
+
+
+def test_reanalyse_root_noise_is_self_plays_or_none():
+    buffer = make_replay_buffer(_config(), SPEC, np.random.default_rng(0))
+    buffer.save_game(_game(5, np.random.default_rng(0)))
+    positions = select_positions(buffer, 3)
+    # reanalyse.root_noise off: no alpha, no noise.
+    assert reanalyse_noise(None, positions, np.random.default_rng(1)) is None
+    noise = reanalyse_noise(0.3, positions, np.random.default_rng(1))
+    # Dirichlet samples over each position's legal actions (one player: all 3): each row sums to 1,
+    # the same draws as self-play's root noise from the same alpha and RNG.
+    assert noise.shape == (3, ACTIONS) and np.allclose(noise.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(noise, root_noise(0.3, positions.legal, np.random.default_rng(1)))
 
 
 def test_default_is_off_and_batches_are_unchanged():
