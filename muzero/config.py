@@ -73,6 +73,17 @@ class TemperatureSchedule:
     )
 
 
+def visit_softmax_temperature(schedule: TemperatureSchedule, num_moves: int, training_steps: int) -> float:
+    """The pseudocode's `visit_softmax_temperature_fn` over the `search.visit_softmax_temperature`
+    schedule: the temperature of the first [threshold, temperature] pair whose threshold is
+    None or above the counter the schedule is `by` (moves played, or training steps)."""
+    counter = training_steps if schedule.by == "training_steps" else num_moves
+    for threshold, temperature in schedule.schedule:
+        if threshold is None or counter < threshold:
+            return temperature
+    return schedule.schedule[-1][1]
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     """Self-play search constants (pseudocode values as defaults)."""
@@ -365,12 +376,7 @@ class MuZeroConfig:
 
     def visit_softmax_temperature_fn(self, num_moves: int, training_steps: int) -> float:
         """Temperature for `select_action` from the schedule held as data."""
-        schedule = self.search.visit_softmax_temperature
-        counter = training_steps if schedule.by == "training_steps" else num_moves
-        for threshold, temperature in schedule.schedule:
-            if threshold is None or counter < threshold:
-                return temperature
-        return schedule.schedule[-1][1]
+        return visit_softmax_temperature(self.search.visit_softmax_temperature, num_moves, training_steps)
 
     def replace(self, **sections) -> MuZeroConfig:
         """A copy with whole sections or fields replaced (tests use this)."""

@@ -92,19 +92,23 @@ class Trainer:
         self.last_play_end: float | None = None
 
     def publish(self) -> Network:
-        """Publishes the network to self-play (pseudocode: `save_network`) and returns the published
-        network; also writes a checkpoint when this step has none yet."""
-        self.state.counters["wall_seconds"] = time.time() - self.started
-        step = self.learner.training_step
-        self.storage.save_network(step, self.network)
-        if step != self.last_saved_step:
-            self.save_checkpoint()
+        """Publishes the network to self-play (pseudocode: `save_network`); returns the published
+        network, as self-play and evaluation will run it."""
+        self.storage.save_network(self.learner.training_step, self.network)
         return self.storage.latest_network()
+
+    def publish_and_checkpoint(self) -> None:
+        """What the pseudocode does every `checkpoint_interval` steps (`save_network`), plus a
+        checkpoint of the whole run at this step when it has none yet."""
+        self.publish()
+        if self.learner.training_step != self.last_saved_step:
+            self.save_checkpoint()
 
     def save_checkpoint(self) -> None:
         """A checkpoint of the run at this training step; a failed write stops the run."""
         from muzero.checkpoints import CheckpointWriteError
 
+        self.state.counters["wall_seconds"] = time.time() - self.started
         step = self.learner.training_step
         try:
             self.checkpointer.save(step, self.parts.state_dict())
@@ -142,7 +146,7 @@ class Trainer:
                 )
             # Final checkpoint; a second Ctrl-C while it is written is ignored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            self.publish()
+            self.publish_and_checkpoint()
             if self.stop_signal is None and self.evaluator.last_step != self.learner.training_step:
                 self._evaluate()
         finally:
@@ -197,7 +201,7 @@ class Trainer:
                 predict_values=self._predict_values,
             )
             if step % train.checkpoint_interval == 0:
-                self.publish()
+                self.publish_and_checkpoint()
             if self.settings.run.eval_interval and step % self.settings.run.eval_interval == 0:
                 self._evaluate()
         self.telemetry.learner_burst(
@@ -239,7 +243,7 @@ class Trainer:
                 self.storage, self.state.rng, lambda: self.stop_signal is not None, self.learner.training_step
             )
         except SelfPlayStopped as error:
-            self.publish()
+            self.publish_and_checkpoint()
             final = self.checkpointer.directory / f"ckpt-{self.last_saved_step}"
             raise RunStopped(f"{error}; final checkpoint {final}") from None
         self.last_play_end = time.time()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from muzero.config import GameConfig, MuZeroConfig, SearchConfig, TemperatureSchedule
+from muzero.config import GameConfig, MuZeroConfig, SearchConfig, visit_softmax_temperature
 from muzero.envs.base import Environment
 from muzero.game import Game
 from muzero.networks.base import Network
@@ -83,17 +83,6 @@ def set_bootstrap_values(game_config: GameConfig, network: Network, games: list[
     values = network.initial_inference(np.stack([game.make_image(-1) for game in cut])).value
     for game, value in zip(cut, np.asarray(values, np.float64)):
         game.bootstrap_value = float(value)
-
-
-def visit_softmax_temperature(schedule: TemperatureSchedule, num_moves: int, training_steps: int) -> float:
-    """The pseudocode's `visit_softmax_temperature_fn` over the `search.visit_softmax_temperature`
-    schedule: the temperature of the first [threshold, temperature] pair whose threshold is
-    None or above the counter the schedule is `by` (moves played, or training steps)."""
-    counter = training_steps if schedule.by == "training_steps" else num_moves
-    for threshold, temperature in schedule.schedule:
-        if threshold is None or counter < threshold:
-            return temperature
-    return schedule.schedule[-1][1]
 
 
 # Many games at once: one batched search per move for all of them. A game that

@@ -5,12 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from muzero.config import GameConfig, MuZeroConfig, SearchConfig, SelfPlayConfig, TemperatureSchedule
+from muzero.config import (
+    GameConfig,
+    MuZeroConfig,
+    SearchConfig,
+    SelfPlayConfig,
+    TemperatureSchedule,
+    visit_softmax_temperature,
+)
 from muzero.config_loader import load_config
 from muzero.envs.gym import GymEnvironment as Environment
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.networks.base import UniformNetwork
-from muzero.selfplay import BatchedSelfPlay, LocalSelfPlay, play_game, play_games_batched, visit_softmax_temperature
+from muzero.selfplay import BatchedSelfPlay, LocalSelfPlay, play_game, play_games_batched
 from tests.helpers import TICTACTOE
 from tests.test_batched_search import random_network
 
