@@ -5,6 +5,8 @@
 # `make format`:      ruff format and the safe ruff fixes, in place.
 # `make bench`:       scripts/bench_cartpole.py: CartPole from scratch on 3 seeds, into runs/bench_cartpole.
 # `make tensorboard`: TensorBoard on runs/ (LOGDIR=... for another folder; PORT=6006).
+# `make docs`:        the documentation site (MkDocs) into site/, --strict: a broken link fails;
+#                     the config reference (docs/config.md) is regenerated from muzero/config.py first.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -12,7 +14,7 @@ STAMP := $(VENV)/.installed
 LOGDIR ?= runs
 PORT ?= 6006
 
-.PHONY: install train test lint format bench tensorboard clean
+.PHONY: install train test lint format bench tensorboard docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,5 +44,9 @@ bench: $(STAMP)
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir $(LOGDIR) --port $(PORT)
 
+docs: $(STAMP)
+	$(BIN)/python scripts/config_reference.py
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info site

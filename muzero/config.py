@@ -24,7 +24,9 @@ def _range(**bounds) -> dict:
 class KnownBounds:
     """Known value bounds; seeds `MinMaxStats` (board games: KnownBounds(-1, 1))."""
 
+    # Lowest value a (discounted) return can take.
     min: float
+    # Highest value a (discounted) return can take.
     max: float
 
 
@@ -41,7 +43,8 @@ class GameConfig:
     # keyword arguments for "<module>:<function>". Checked against the plug-in's settings
     # dataclass when it has one (then held as an instance of it).
     kwargs: Any = field(default_factory=dict)
-    # Number of discrete actions; must match the environment's action space.
+    # Number of discrete actions; must match the environment's action space. Left out (or null) in
+    # a YAML file: read from the environment.
     action_space_size: int = field(default=2, metadata=_range(min=1))
     # Game length cap (pseudocode `max_moves`).
     max_moves: int = field(default=500, metadata=_range(min=1))
@@ -65,7 +68,10 @@ class TemperatureSchedule:
     `by` names the counter: "training_steps" (Atari) or "num_moves" (board games).
     """
 
+    # The counter the thresholds compare with: training steps (Atari) or moves played in the game (board games).
     by: str = field(default="training_steps", metadata=_range(choices=("training_steps", "num_moves")))
+    # [threshold, temperature] pairs in order: the first threshold that is null or above the counter gives the
+    # temperature; 0 plays the most visited action.
     schedule: tuple[tuple[int | None, float], ...] = (
         (500_000, 1.0),
         (750_000, 0.5),
@@ -88,11 +94,17 @@ def visit_softmax_temperature(schedule: TemperatureSchedule, num_moves: int, tra
 class SearchConfig:
     """Self-play search constants (pseudocode values as defaults)."""
 
+    # Simulations per move (each expands one leaf with one recurrent inference).
     num_simulations: int = field(default=50, metadata=_range(min=1))
+    # Dirichlet(alpha) noise added to the root priors in self-play (pseudocode `add_exploration_noise`).
     root_dirichlet_alpha: float = field(default=0.25, metadata=_range(gt=0.0))
+    # Share of the root prior the noise replaces: prior * (1 - frac) + noise * frac.
     root_exploration_fraction: float = field(default=0.25, metadata=_range(min=0.0, max=1.0))
+    # pUCT exploration constants of `ucb_score`: c = log((N + pb_c_base + 1) / pb_c_base) + pb_c_init.
     pb_c_base: float = field(default=19652.0, metadata=_range(gt=0.0))
+    # See pb_c_base.
     pb_c_init: float = field(default=1.25, metadata=_range(min=0.0))
+    # Known value bounds seed `MinMaxStats` (board games: {min: -1, max: 1}); null: learnt from the tree.
     known_bounds: KnownBounds | None = None
     # "pseudocode": child.reward + discount * normalize(child.value()) (revision 2).
     # "normalized_q": normalize(child.reward + discount * child.value()), as
@@ -105,6 +117,8 @@ class SearchConfig:
     # "pseudocode": child values and rewards used as they are (the pseudocode's backup
     # `value = node.reward + discount * value`, which ignores whose reward it is).
     two_player_rule: str = field(default="negamax", metadata=_range(choices=("negamax", "pseudocode")))
+    # Temperature of the visit-count softmax that picks self-play moves (pseudocode
+    # `visit_softmax_temperature_fn`), as data: below.
     visit_softmax_temperature: TemperatureSchedule = TemperatureSchedule()
 
 
@@ -117,6 +131,7 @@ class SelfPlayConfig:
     # environments, one batched search (`run_batched_mcts`) per move for all of them,
     # tested equal to the reference; the learner catches up after every move.
     batched: bool = False
+    # With batched: games played side by side, one batched search per move for all of them.
     num_envs: int = field(default=1, metadata=_range(min=1))
     # Pull the newest network from shared storage every this many moves. (Exact resume
     # assumes 1: the network in use is then always the one last published.)
@@ -125,6 +140,7 @@ class SelfPlayConfig:
     # "compiled" runs the same search as one TensorFlow graph (CompiledSearch) on a
     # Keras copy of the published weights, with XLA when jit_compile is true.
     search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
+    # With the compiled search: compile it with XLA.
     jit_compile: bool = True
     # Two-player games: the first this many moves of each self-play game are played uniformly
     # at random among the legal moves (the search still runs; its visits are the policy
@@ -139,6 +155,7 @@ class SelfPlayConfig:
 class NetworkConfig:
     """The network family: "mlp" for vector observations, "resnet" for images (Atari)."""
 
+    # "mlp" for vector observations; "resnet" for images (the paper's Atari network) or boards.
     kind: str = field(default="mlp", metadata=_range(choices=("mlp", "resnet")))
     # mlp: size of the hidden state s (scaled to [0, 1] per sample).
     hidden_state_size: int = field(default=32, metadata=_range(min=1))
@@ -154,6 +171,7 @@ class NetworkConfig:
     # resnet: the paper's 96x96 -> 6x6 downsampling stack before the blocks. false: one
     # 3x3 convolution to `planes` planes at the frame's own size (MinAtar's 10x10 frames).
     downsample: bool = True
+    # Activation of the hidden layers.
     activation: str = field(default="elu", metadata=_range(choices=("relu", "elu", "tanh")))
     # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
     # integers -n..n after the h(x) transform, trained with cross-entropy.
@@ -169,16 +187,25 @@ class NetworkConfig:
 class TrainConfig:
     """Learner constants (pseudocode `update_weights` / `train_network`)."""
 
+    # Training steps (`update_weights` calls) of the run (pseudocode `training_steps`).
     training_steps: int = field(default=1_000_000, metadata=_range(min=1))
     # Network published to shared storage (and checkpointed) every this many steps.
     checkpoint_interval: int = field(default=1000, metadata=_range(min=1))
+    # Positions per training batch.
     batch_size: int = field(default=1024, metadata=_range(min=1))
+    # K: recurrent steps the dynamics function is unrolled for in `update_weights`.
     num_unroll_steps: int = field(default=5, metadata=_range(min=1))
+    # n of the n-step value target (pseudocode `make_target`); board games in the paper: the game's length.
     td_steps: int = field(default=10, metadata=_range(min=1))
+    # L2 penalty on the weights, added to the loss (pseudocode: weight_decay * sum of tf.nn.l2_loss).
     weight_decay: float = field(default=1e-4, metadata=_range(min=0.0))
+    # Momentum of the SGD optimizer.
     momentum: float = field(default=0.9, metadata=_range(min=0.0, max=1.0))
+    # Learning rate lr_init * lr_decay_rate ^ (training step / lr_decay_steps), as the pseudocode.
     lr_init: float = field(default=0.05, metadata=_range(gt=0.0))
+    # The learning rate is multiplied by this every lr_decay_steps training steps (smoothly).
     lr_decay_rate: float = field(default=0.1, metadata=_range(gt=0.0, max=1.0))
+    # Training steps over which the learning rate decays by lr_decay_rate.
     lr_decay_steps: float = field(default=350e3, metadata=_range(gt=0.0))
     # A NaN or Inf in the loss or gradients: "skip" the update (weights unchanged,
     # counted as train/nonfinite_skips) or "stop" the run. Skipping stops too after
@@ -186,6 +213,7 @@ class TrainConfig:
     nonfinite: str = field(default="skip", metadata=_range(choices=("skip", "stop")))
     # Compile the training step with XLA (tf.function(jit_compile=True)).
     jit_compile: bool = False
+    # With nonfinite "skip": consecutive skipped updates before the run stops.
     max_consecutive_nonfinite: int = field(default=10, metadata=_range(min=1))
     # Not in the pseudocode (its actors and learner run concurrently): in one
     # process, training steps taken per self-play move, kept as a running ratio.
@@ -244,11 +272,13 @@ class ReplayConfig:
 class RunConfig:
     """Bookkeeping that is not part of the algorithm."""
 
+    # Seeds every random number generator of the run (numpy, Python, TensorFlow, the environments).
     seed: int = field(default=0, metadata=_range(min=0))
     # Seconds between progress lines on the terminal.
     log_every_seconds: float = field(default=10.0, metadata=_range(gt=0.0))
     # Greedy evaluation every this many training steps (0: never), over this many episodes.
     eval_interval: int = field(default=0, metadata=_range(min=0))
+    # Greedy episodes per evaluation.
     eval_episodes: int = field(default=10, metadata=_range(min=1))
     # Every evaluation records its first greedy episode as RUN_DIR/videos/step-<N>.mp4
     # (muzero/video.py) when the game draws itself (gymnasium's rgb_array rendering:
@@ -258,6 +288,7 @@ class RunConfig:
     # each opponent ("random", "perfect", "mcts:N"; muzero/arena.py), into
     # eval/<opponent>/{win,draw,loss} and eval_opponents.csv.
     eval_opponents: tuple[str, ...] = ()
+    # Two-player games: games per opponent at each evaluation.
     eval_games: int = field(default=100, metadata=_range(min=2))
     # Gradient-norm summaries (grad/...) every this many training steps; 0: off.
     grad_summary_interval: int = field(default=0, metadata=_range(min=0))
@@ -326,6 +357,7 @@ class ActorsConfig:
     with the call, and the newest published weights go out with the next one.
     """
 
+    # Self-play actors (processes), each with its own games.
     num_actors: int = field(default=2, metadata=_range(min=1))
     # Batched moves (one in each of the actor's games) per call: how often an actor
     # hands back finished games and picks up the newest weights. Small keeps the data
@@ -344,6 +376,7 @@ class ActorsConfig:
     call_timeout_seconds: float = field(default=300.0, metadata=_range(gt=0.0))
     # Ray resources per actor. With 0 GPUs an actor hides the GPUs from TensorFlow.
     cpus_per_actor: float = field(default=1.0, metadata=_range(gt=0.0))
+    # GPUs per actor (fractions share one GPU).
     gpus_per_actor: float = field(default=0.0, metadata=_range(min=0.0))
 
 

@@ -36,7 +36,7 @@ def test_shipped_configs_load(name):
 @pytest.mark.parametrize("name", ["pong", "breakout"])
 def test_atari_configs_hold_the_papers_constants(name):
     config = load_config(ROOT / "configs" / "atari" / f"{name}.yaml")
-    # SPEC.md, Atari: 18 actions, 27,000 moves, discount 0.997, alpha 0.25, 50 simulations, batch
+    # The paper (appendix and pseudocode), Atari: 18 actions, 27,000 moves, discount 0.997, alpha 0.25, 50 simulations, batch
     # 1,024, td_steps 10, K 5, lr 0.05 decaying by 0.1 over 350e3 steps, temperature 1 / 0.5 / 0.25 at
     # 500k / 750k; 32 stacked frames, action repeat 4, 96x96, 601 bins, 16 blocks of 256 planes;
     # prioritized replay with alpha = beta = 1.
@@ -65,7 +65,7 @@ def test_resnet_needs_the_compiled_batched_search_and_atari_needs_the_resnet():
 
 def test_defaults_are_the_pseudocodes():
     config = MuZeroConfig()
-    # SPEC.md: 0.25, 19652, 1.25, 5, 1e-4, 0.9, 0.1, window of 1e6 games, checkpoint every 1000.
+    # The pseudocode: 0.25, 19652, 1.25, 5, 1e-4, 0.9, 0.1, window of 1e6 games, checkpoint every 1000.
     assert config.search.root_exploration_fraction == 0.25
     assert (config.search.pb_c_base, config.search.pb_c_init) == (19652, 1.25)
     assert config.train.num_unroll_steps == 5 and config.train.weight_decay == 1e-4
