@@ -106,6 +106,8 @@ FORBIDDEN_IMPORTS = [
     # The compiled search builds no network: it gets a factory (it may use the family's types).
     ("muzero.search.compiled", "muzero.networks.__init__", "the compiled search gets a network factory"),
     ("muzero.search.compiled", "muzero.networks.keras", "the compiled search gets a network factory"),
+    ("muzero.search.compiled_searcher", "muzero.networks.__init__", "the compiled searcher gets a network factory"),
+    ("muzero.search.compiled_searcher", "muzero.networks.keras", "the compiled searcher gets a network factory"),
     ("muzero.cli", "muzero.networks.base", "the CLI uses the networks package's public functions"),
     ("muzero.cli", "muzero.networks.numpy_mlp", "the CLI uses the networks package's public functions"),
 ]

@@ -11,7 +11,7 @@ both on batches, as in the pseudocode. The implementations:
 * `MLPNetwork` (`mlp.py`) and `ResNetwork` (`resnet.py`, images): the Keras networks the
   learner trains, on `KerasNetwork` (`keras.py`).
 * `PublishedWeights` (here): a published resnet's weights, which only the compiled
-  search (`muzero.search.compiled.CompiledSearcher`) runs (a resnet is too slow in numpy).
+  search (`muzero.search.compiled_searcher.CompiledSearcher`) runs (a resnet is too slow in numpy).
 
 Hidden states are min-max scaled to [0, 1] per sample (paper appendix), in all of them.
 """

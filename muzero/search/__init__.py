@@ -4,7 +4,9 @@
   `ucb_score`, `expand_node`, `backpropagate`, `add_exploration_noise`, `select_action`);
   the definition every faster search is tested equal to.
 * `batched.py`: `run_batched_mcts`, B trees as numpy arrays (`BatchedSearcher`).
-* `compiled.py`: the same as one TensorFlow graph, XLA optional (`CompiledSearcher`).
+* `compiled.py`: the same as one TensorFlow graph, XLA optional (`CompiledSearch`).
+* `compiled_searcher.py`: `CompiledSearcher`, the compiled search on a Keras twin of the
+  published network, for self-play.
 * `types.py`: `SearchResult` and the `Searcher` protocol.
 
 TensorFlow is imported only when the compiled search is made.
@@ -43,7 +45,7 @@ def make_searcher(
     Self-play, evaluation, Reanalyse and the Ray actors all choose here.
     """
     if selfplay.search == "compiled":
-        from muzero.search.compiled import CompiledSearcher
+        from muzero.search.compiled_searcher import CompiledSearcher
 
         if network_factory is None:
             raise ValueError("selfplay.search compiled needs a network factory for its Keras twin")

@@ -7,27 +7,112 @@ operations, same tie-breaking) runs as nested `tf.while_loop`s inside one
 `tf.function`, so a whole move's search for B games is one call, and with XLA the
 loops compile to native code, as mctx does with JAX.
 
-The network comes in as two TensorFlow callables, `recurrent(hidden [B, ...], action
-[B]) -> (value [B], reward [B], policy_logits [B, A], hidden [B, ...])`; the learner's
-Keras models are read inside the graph, so new weights need no retracing.
+The loops carry named state: `SearchTree` (the B trees, as `BatchedTree`'s arrays) through
+the simulations, `Descent` (where each tree's selection is) through a selection. The
+network comes in as a TensorFlow callable, `recurrent(hidden [B, ...], action [B]) ->
+(value [B], reward [B], policy_logits [B, A], hidden [B, ...])`; the learner's Keras models
+are read inside the graph, so new weights need no retracing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from muzero.config import SearchConfig
-from muzero.networks.base import Network, NetworkOutput, PublishedWeights
-from muzero.search.batched import run_batched_mcts
 from muzero.search.types import RecurrentFn, SearchResult
 
-if TYPE_CHECKING:
-    from muzero.networks.keras import KerasNetwork
+
+class SearchTree(NamedTuple):
+    """B search trees of N = num_simulations + 1 nodes as arrays (`BatchedTree`'s layout):
+    node 0 is the root; a child gets the next free node when selection first takes its edge.
+
+    Attributes:
+      visit_count: [B, N] int32.
+      value_sum: [B, N] float64.
+      reward: [B, N] float64, the reward of the transition into the node.
+      to_play: [B, N] int32.
+      expanded: [B, N] bool.
+      hidden: [B, N, *hidden_shape] float32.
+      children_index: [B, N, A] int32, the child's node, -1 while it has none.
+      children_prior: [B, N, A] float64.
+      edge_exists: [B, N, A] bool: the root's legal actions, every action below it.
+      num_nodes: [B] int32, nodes in use.
+      maximum: [B] float64, `MinMaxStats.maximum`.
+      minimum: [B] float64, `MinMaxStats.minimum`.
+    """
+
+    visit_count: tf.Tensor
+    value_sum: tf.Tensor
+    reward: tf.Tensor
+    to_play: tf.Tensor
+    expanded: tf.Tensor
+    hidden: tf.Tensor
+    children_index: tf.Tensor
+    children_prior: tf.Tensor
+    edge_exists: tf.Tensor
+    num_nodes: tf.Tensor
+    maximum: tf.Tensor
+    minimum: tf.Tensor
+
+
+class Descent(NamedTuple):
+    """The selection loop's state: one simulation's descent in B trees at once, the path it
+    took, and the trees' children, to which it adds the leaves it reaches.
+
+    Attributes:
+      node: [B] the node each tree's selection is at.
+      active: [B] bool, still descending (the node is expanded).
+      depth: [] int32, steps taken.
+      path: [B, N + 1] int32, the path's nodes, the root first.
+      actions: [B, N] int32, the actions between them.
+      length: [B] int32, nodes on each path.
+      children_index: [B, N, A] int32, `SearchTree.children_index` with the new leaves.
+      num_nodes: [B] int32, `SearchTree.num_nodes` with the new leaves.
+    """
+
+    node: tf.Tensor
+    active: tf.Tensor
+    depth: tf.Tensor
+    path: tf.Tensor
+    actions: tf.Tensor
+    length: tf.Tensor
+    children_index: tf.Tensor
+    num_nodes: tf.Tensor
+
+
+class Backup(NamedTuple):
+    """The backup loop's state: where it is on the B paths, the value it carries, and the
+    statistics it writes (`SearchTree`'s fields of the same names).
+
+    Attributes:
+      depth: [] int32, the position on the paths being updated, counting down to the root.
+      value: [B] float64, the discounted return backed up into that node.
+      visit_count: [B, N] int32.
+      value_sum: [B, N] float64.
+      maximum: [B] float64.
+      minimum: [B] float64.
+    """
+
+    depth: tf.Tensor
+    value: tf.Tensor
+    visit_count: tf.Tensor
+    value_sum: tf.Tensor
+    maximum: tf.Tensor
+    minimum: tf.Tensor
+
+
+def _while(cond: Callable, body: Callable, state: NamedTuple) -> NamedTuple:
+    """`tf.while_loop` over one NamedTuple: body(state) -> state while cond(state).
+
+    A loop carries only the fields it writes (in graph mode every loop variable costs
+    operations per iteration); the others it reads from its closure."""
+    (state,) = tf.while_loop(cond, lambda state: (body(state),), (state,))
+    return state
 
 
 def _policy_priors(logits: tf.Tensor, legal: tf.Tensor) -> tf.Tensor:
@@ -38,6 +123,22 @@ def _policy_priors(logits: tf.Tensor, legal: tf.Tensor) -> tf.Tensor:
     for a in range(1, exp.shape[-1]):
         total = total + exp[..., a]
     return exp / total[..., None]
+
+
+def _at(rows: tf.Tensor, node: tf.Tensor) -> tf.Tensor:
+    """[B] nodes -> [B, 2] indices (row, node) into a [B, N, ...] array."""
+    return tf.stack([rows, node], axis=1)
+
+
+def _normalize(value: tf.Tensor, high: tf.Tensor, low: tf.Tensor) -> tf.Tensor:
+    """`MinMaxStats.normalize` of value [B, ...] by B trees' bounds high, low [B]."""
+    high, low = high[:, None], low[:, None]
+    return tf.where(high > low, (value - low) / tf.where(high > low, high - low, 1.0), value)
+
+
+def _node_value(visits: tf.Tensor, sums: tf.Tensor) -> tf.Tensor:
+    """`Node.value()`: value_sum / visit_count, 0 when unvisited."""
+    return tf.where(visits > 0, sums / tf.cast(tf.maximum(visits, 1), tf.float64), 0.0)
 
 
 class CompiledSearch:
@@ -69,6 +170,7 @@ class CompiledSearch:
         self.num_players = num_players
         self.num_actions = num_actions
         self.hidden_shape = tuple(hidden_shape)
+        self.negamax = search.two_player_rule == "negamax" and num_players > 1
         n = search.num_simulations
         # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference.
         self.log_term = tf.constant(
@@ -92,6 +194,16 @@ class CompiledSearch:
         )
 
     def __call__(self, root_hidden, root_logits, root_reward, legal, root_to_play=None, noise=None) -> SearchResult:
+        """Searches B roots.
+
+        Args:
+          root_hidden: [B, *hidden_shape] the roots' hidden states.
+          root_logits: [B, A] their policy logits.
+          root_reward: [B] their rewards.
+          legal: [B, A] bool, the legal actions at each root.
+          root_to_play: [B] the player to move at each root (None: player 0).
+          noise: [B, A] Dirichlet samples mixed into the roots' priors (None: no noise).
+        """
         legal = np.asarray(legal, bool)
         batch = len(legal)
         fraction = self.search.root_exploration_fraction if noise is not None else 0.0
@@ -108,327 +220,168 @@ class CompiledSearch:
         )
         return SearchResult(visit_counts=visits.numpy().astype(np.int64), root_value=value.numpy())
 
+    # `run_mcts` for B trees: each simulation selects a leaf in every tree, evaluates all B
+    # leaves in one network call, expands them and backs their values up.
     def _run(self, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play):
-        search = self.search
-        negamax = search.two_player_rule == "negamax" and self.num_players > 1
-        discount = tf.constant(self.discount, tf.float64)
-        batch = tf.shape(legal)[0]
-        num_nodes_max = search.num_simulations + 1
-        max_depth = search.num_simulations + 1
-        a = self.num_actions
-        rows = tf.range(batch)
+        rows = tf.range(tf.shape(legal)[0])
+        tree = self._root(rows, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play)
 
-        def at(node):  # [B] -> [B, 2] indices (row, node)
-            return tf.stack([rows, node], axis=1)
-
-        # Tree arrays (see BatchedTree). Node 0 is the root: expand_node + add_exploration_noise.
-        prior = _policy_priors(root_logits, legal)
-        prior = tf.where(legal, prior * (1 - fraction) + noise * fraction, tf.constant(0.0, tf.float64))
-        zeros_bm = tf.zeros([batch, num_nodes_max], tf.float64)
-        root_mask = tf.one_hot(tf.zeros([batch], tf.int32), num_nodes_max) > 0
-        visit_count = tf.zeros([batch, num_nodes_max], tf.int32)
-        value_sum = zeros_bm
-        reward = tf.tensor_scatter_nd_update(
-            zeros_bm, at(tf.zeros([batch], tf.int32)), tf.cast(root_reward, tf.float64)
-        )
-        to_play = tf.tensor_scatter_nd_update(
-            tf.zeros([batch, num_nodes_max], tf.int32), at(tf.zeros([batch], tf.int32)), root_to_play
-        )
-        expanded = root_mask
-        hidden = tf.zeros(tf.concat([[batch, num_nodes_max], self.hidden_shape], 0), tf.float32)
-        hidden = tf.tensor_scatter_nd_update(hidden, at(tf.zeros([batch], tf.int32)), root_hidden)
-        children_index = tf.fill([batch, num_nodes_max, a], -1)
-        children_prior = tf.tensor_scatter_nd_update(
-            tf.zeros([batch, num_nodes_max, a], tf.float64), at(tf.zeros([batch], tf.int32)), prior
-        )
-        edge_exists = tf.tensor_scatter_nd_update(
-            tf.zeros([batch, num_nodes_max, a], tf.bool), at(tf.zeros([batch], tf.int32)), legal
-        )
-        num_nodes = tf.ones([batch], tf.int32)
-        bounds = search.known_bounds
-        maximum = tf.fill([batch], tf.constant(bounds.max if bounds else -np.inf, tf.float64))
-        minimum = tf.fill([batch], tf.constant(bounds.min if bounds else np.inf, tf.float64))
-
-        def normalize(value, high, low):
-            high, low = high[:, None], low[:, None]
-            return tf.where(high > low, (value - low) / tf.where(high > low, high - low, 1.0), value)
-
-        def node_value(visits, sums):
-            return tf.where(visits > 0, sums / tf.cast(tf.maximum(visits, 1), tf.float64), 0.0)
-
-        def simulation(
-            i,
-            visit_count,
-            value_sum,
-            reward,
-            to_play,
-            expanded,
-            hidden,
-            children_index,
-            children_prior,
-            edge_exists,
-            num_nodes,
-            maximum,
-            minimum,
-        ):
-            # Selection: descend every tree until an unexpanded node.
-            def select_step(node, active, depth, path_nodes, path_actions, length, children_index, num_nodes):
-                parent_visits = tf.gather_nd(visit_count, at(node))
-                children = tf.gather(children_index, node, batch_dims=1)  # [B, A]
-                safe = tf.maximum(children, 0)
-                exists = children >= 0
-                child_visits = tf.where(exists, tf.gather(visit_count, safe, batch_dims=1), 0)
-                child_value = node_value(child_visits, tf.gather(value_sum, safe, batch_dims=1))
-                child_reward = tf.gather(reward, safe, batch_dims=1)
-                if negamax:  # `value_for_parent`: the other player's value, negated
-                    other = tf.gather(to_play, safe, batch_dims=1) != tf.gather_nd(to_play, at(node))[:, None]
-                    child_value = tf.where(other, -child_value, child_value)
-                pb_c = tf.gather(self.log_term, parent_visits)[:, None] * (
-                    tf.gather(self.sqrt_term, parent_visits)[:, None] / tf.cast(child_visits + 1, tf.float64)
-                )
-                prior_score = pb_c * tf.gather(children_prior, node, batch_dims=1)
-                if search.ucb_value == "normalized_q":
-                    value = normalize(child_reward + discount * child_value, maximum, minimum)
-                else:
-                    value = child_reward + discount * normalize(child_value, maximum, minimum)
-                score = prior_score + tf.where(child_visits > 0, value, 0.0)
-                score = tf.where(tf.gather(edge_exists, node, batch_dims=1), score, tf.constant(-np.inf, tf.float64))
-                action = a - 1 - tf.argmax(tf.reverse(score, [1]), axis=1, output_type=tf.int32)
-                edge = tf.stack([rows, node, action], axis=1)
-                child = tf.gather_nd(children_index, edge)
-                new = active & (child < 0)
-                child = tf.where(new, num_nodes, child)
-                children_index = tf.tensor_scatter_nd_update(children_index, edge, child)
-                num_nodes = num_nodes + tf.cast(new, tf.int32)
-                node = tf.where(active, child, node)
-                length = length + tf.cast(active, tf.int32)
-                path_nodes = tf.tensor_scatter_nd_update(path_nodes, at(tf.fill([batch], depth + 1)), node)
-                path_actions = tf.tensor_scatter_nd_update(path_actions, at(tf.fill([batch], depth)), action)
-                active = active & tf.gather_nd(expanded, at(node))
-                return node, active, depth + 1, path_nodes, path_actions, length, children_index, num_nodes
-
-            start = tf.zeros([batch], tf.int32)
-            _, _, _, path_nodes, path_actions, length, children_index, num_nodes = tf.while_loop(
-                lambda node, active, *_: tf.reduce_any(active),
-                select_step,
-                (
-                    start,
-                    tf.gather_nd(expanded, at(start)),
-                    tf.constant(0),
-                    tf.zeros([batch, max_depth + 1], tf.int32),
-                    tf.zeros([batch, max_depth], tf.int32),
-                    tf.ones([batch], tf.int32),
-                    children_index,
-                    num_nodes,
-                ),
-            )
-            leaf = tf.gather(path_nodes, length - 1, batch_dims=1)
-            parent = tf.gather(path_nodes, length - 2, batch_dims=1)
-            last_action = tf.gather(path_actions, length - 2, batch_dims=1)
-
-            # One network call for all B leaves, then expand them.
-            leaf_value, leaf_reward, leaf_logits, leaf_hidden = self.recurrent(
-                tf.gather_nd(hidden, at(parent)), last_action
-            )
+        def simulation(i, tree):
+            descent, tree = self._select(rows, tree)
+            leaf = tf.gather(descent.path, descent.length - 1, batch_dims=1)
+            parent = tf.gather(descent.path, descent.length - 2, batch_dims=1)
+            last_action = tf.gather(descent.actions, descent.length - 2, batch_dims=1)
+            # One network call for all B leaves.
+            value, reward, logits, hidden = self.recurrent(tf.gather_nd(tree.hidden, _at(rows, parent)), last_action)
             if self.num_players > 1:
-                leaf_to_play = (root_to_play + length - 1) % self.num_players
+                leaf_to_play = (root_to_play + descent.length - 1) % self.num_players
             else:
                 leaf_to_play = root_to_play
-            expanded = tf.tensor_scatter_nd_update(expanded, at(leaf), tf.ones([batch], tf.bool))
-            to_play = tf.tensor_scatter_nd_update(to_play, at(leaf), leaf_to_play)
-            hidden = tf.tensor_scatter_nd_update(hidden, at(leaf), leaf_hidden)
-            reward = tf.tensor_scatter_nd_update(reward, at(leaf), tf.cast(leaf_reward, tf.float64))
-            children_prior = tf.tensor_scatter_nd_update(
-                children_prior, at(leaf), _policy_priors(leaf_logits, tf.ones([batch, a], tf.bool))
+            tree = self._expand(rows, tree, leaf, leaf_to_play, reward, logits, hidden)
+            return i + 1, self._backpropagate(rows, tree, descent, tf.cast(value, tf.float64), leaf_to_play)
+
+        _, tree = tf.while_loop(lambda i, _: i < self.search.num_simulations, simulation, (tf.constant(0), tree))
+        root_children = tree.children_index[:, 0]
+        visits = tf.where(
+            root_children >= 0, tf.gather(tree.visit_count, tf.maximum(root_children, 0), batch_dims=1), 0
+        )
+        return visits, _node_value(tree.visit_count[:, 0], tree.value_sum[:, 0])
+
+    # The pseudocode's root: `expand_node` + `add_exploration_noise`, in trees with no other node.
+    def _root(self, rows, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play) -> SearchTree:
+        batch, nodes, a = tf.shape(rows)[0], self.search.num_simulations + 1, self.num_actions
+        root = _at(rows, tf.zeros([batch], tf.int32))
+        prior = _policy_priors(root_logits, legal)
+        prior = tf.where(legal, prior * (1 - fraction) + noise * fraction, tf.constant(0.0, tf.float64))
+        zeros = tf.zeros([batch, nodes], tf.float64)
+        hidden = tf.zeros(tf.concat([[batch, nodes], self.hidden_shape], 0), tf.float32)
+        bounds = self.search.known_bounds
+        return SearchTree(
+            visit_count=tf.zeros([batch, nodes], tf.int32),
+            value_sum=zeros,
+            reward=tf.tensor_scatter_nd_update(zeros, root, tf.cast(root_reward, tf.float64)),
+            to_play=tf.tensor_scatter_nd_update(tf.zeros([batch, nodes], tf.int32), root, root_to_play),
+            expanded=tf.one_hot(tf.zeros([batch], tf.int32), nodes) > 0,
+            hidden=tf.tensor_scatter_nd_update(hidden, root, root_hidden),
+            children_index=tf.fill([batch, nodes, a], -1),
+            children_prior=tf.tensor_scatter_nd_update(tf.zeros([batch, nodes, a], tf.float64), root, prior),
+            edge_exists=tf.tensor_scatter_nd_update(tf.zeros([batch, nodes, a], tf.bool), root, legal),
+            num_nodes=tf.ones([batch], tf.int32),
+            maximum=tf.fill([batch], tf.constant(bounds.max if bounds else -np.inf, tf.float64)),
+            minimum=tf.fill([batch], tf.constant(bounds.min if bounds else np.inf, tf.float64)),
+        )
+
+    # `select_child` from the root down, in every tree, until an unexpanded node: each step
+    # takes the child with the best `ucb_score` (the larger action on a tie, as the
+    # pseudocode's max), and gives a child it takes for the first time the next free node.
+    def _select(self, rows, tree: SearchTree) -> tuple[Descent, SearchTree]:
+        a, batch, max_depth = self.num_actions, tf.shape(rows)[0], self.search.num_simulations + 1
+
+        def select_step(descent: Descent) -> Descent:
+            node, active, depth = descent.node, descent.active, descent.depth
+            score = self._ucb_scores(rows, tree._replace(children_index=descent.children_index), node)
+            action = a - 1 - tf.argmax(tf.reverse(score, [1]), axis=1, output_type=tf.int32)
+            edge = tf.stack([rows, node, action], axis=1)
+            child = tf.gather_nd(descent.children_index, edge)
+            new = active & (child < 0)
+            child = tf.where(new, descent.num_nodes, child)
+            node = tf.where(active, child, node)
+            return Descent(
+                node=node,
+                active=active & tf.gather_nd(tree.expanded, _at(rows, node)),
+                depth=depth + 1,
+                path=tf.tensor_scatter_nd_update(descent.path, _at(rows, tf.fill([batch], depth + 1)), node),
+                actions=tf.tensor_scatter_nd_update(descent.actions, _at(rows, tf.fill([batch], depth)), action),
+                length=descent.length + tf.cast(active, tf.int32),
+                children_index=tf.tensor_scatter_nd_update(descent.children_index, edge, child),
+                num_nodes=descent.num_nodes + tf.cast(new, tf.int32),
             )
-            edge_exists = tf.tensor_scatter_nd_update(edge_exists, at(leaf), tf.ones([batch, a], tf.bool))
 
-            # Backpropagation, leaf to root along paths of different lengths.
-            def backup_step(depth, value, visit_count, value_sum, maximum, minimum):
-                on_path = depth < length
-                node = path_nodes[:, depth]
-                idx = at(node)
-                signed = tf.where(tf.gather_nd(to_play, idx) == leaf_to_play, value, -value)
-                value_sum = tf.tensor_scatter_nd_add(value_sum, idx, tf.where(on_path, signed, 0.0))
-                visit_count = tf.tensor_scatter_nd_add(visit_count, idx, tf.cast(on_path, tf.int32))
-                node_r = tf.gather_nd(reward, idx)
-                current = node_value(tf.gather_nd(visit_count, idx), tf.gather_nd(value_sum, idx))
-                signed_r = node_r
-                if negamax:  # see `backpropagate`: the parent's player's view, the mover's reward
-                    mover = tf.gather_nd(to_play, at(path_nodes[:, tf.maximum(depth - 1, 0)]))
-                    mover = tf.where(depth > 0, mover, tf.gather_nd(to_play, idx))
-                    current = tf.where(tf.gather_nd(to_play, idx) != mover, -current, current)
-                    signed_r = tf.where(mover != leaf_to_play, -node_r, node_r)
-                tracked = node_r + discount * current if search.ucb_value == "normalized_q" else current
-                maximum = tf.where(on_path, tf.maximum(maximum, tracked), maximum)
-                minimum = tf.where(on_path, tf.minimum(minimum, tracked), minimum)
-                value = tf.where(on_path, signed_r + discount * value, value)
-                return depth - 1, value, visit_count, value_sum, maximum, minimum
+        start = tf.zeros([batch], tf.int32)
+        descent = Descent(
+            node=start,
+            active=tf.gather_nd(tree.expanded, _at(rows, start)),
+            depth=tf.constant(0),
+            path=tf.zeros([batch, max_depth + 1], tf.int32),
+            actions=tf.zeros([batch, max_depth], tf.int32),
+            length=tf.ones([batch], tf.int32),
+            children_index=tree.children_index,
+            num_nodes=tree.num_nodes,
+        )
+        descent = _while(lambda descent: tf.reduce_any(descent.active), select_step, descent)
+        return descent, tree._replace(children_index=descent.children_index, num_nodes=descent.num_nodes)
 
-            _, _, visit_count, value_sum, maximum, minimum = tf.while_loop(
-                lambda depth, *_: depth >= 0,
-                backup_step,
-                (tf.reduce_max(length) - 1, tf.cast(leaf_value, tf.float64), visit_count, value_sum, maximum, minimum),
+    # The pseudocode's `ucb_score` of every child of `node` [B]: [B, A], -inf off the edges.
+    def _ucb_scores(self, rows, tree: SearchTree, node: tf.Tensor) -> tf.Tensor:
+        discount = tf.constant(self.discount, tf.float64)
+        parent_visits = tf.gather_nd(tree.visit_count, _at(rows, node))
+        children = tf.gather(tree.children_index, node, batch_dims=1)  # [B, A]
+        safe = tf.maximum(children, 0)
+        child_visits = tf.where(children >= 0, tf.gather(tree.visit_count, safe, batch_dims=1), 0)
+        child_value = _node_value(child_visits, tf.gather(tree.value_sum, safe, batch_dims=1))
+        child_reward = tf.gather(tree.reward, safe, batch_dims=1)
+        if self.negamax:  # `value_for_parent`: the other player's value, negated
+            other = tf.gather(tree.to_play, safe, batch_dims=1) != tf.gather_nd(tree.to_play, _at(rows, node))[:, None]
+            child_value = tf.where(other, -child_value, child_value)
+        pb_c = tf.gather(self.log_term, parent_visits)[:, None] * (
+            tf.gather(self.sqrt_term, parent_visits)[:, None] / tf.cast(child_visits + 1, tf.float64)
+        )
+        prior_score = pb_c * tf.gather(tree.children_prior, node, batch_dims=1)
+        if self.search.ucb_value == "normalized_q":
+            value = _normalize(child_reward + discount * child_value, tree.maximum, tree.minimum)
+        else:
+            value = child_reward + discount * _normalize(child_value, tree.maximum, tree.minimum)
+        score = prior_score + tf.where(child_visits > 0, value, 0.0)
+        return tf.where(tf.gather(tree.edge_exists, node, batch_dims=1), score, tf.constant(-np.inf, tf.float64))
+
+    # The pseudocode's `expand_node` for B leaves: their player, hidden state, reward and the
+    # priors of all A actions (every action is legal below the root).
+    def _expand(self, rows, tree: SearchTree, leaf, to_play, reward, logits, hidden) -> SearchTree:
+        at, all_actions = _at(rows, leaf), tf.ones([tf.shape(rows)[0], self.num_actions], tf.bool)
+        return tree._replace(
+            expanded=tf.tensor_scatter_nd_update(tree.expanded, at, tf.ones_like(leaf, tf.bool)),
+            to_play=tf.tensor_scatter_nd_update(tree.to_play, at, to_play),
+            hidden=tf.tensor_scatter_nd_update(tree.hidden, at, hidden),
+            reward=tf.tensor_scatter_nd_update(tree.reward, at, tf.cast(reward, tf.float64)),
+            children_prior=tf.tensor_scatter_nd_update(tree.children_prior, at, _policy_priors(logits, all_actions)),
+            edge_exists=tf.tensor_scatter_nd_update(tree.edge_exists, at, all_actions),
+        )
+
+    # The pseudocode's `backpropagate` along B paths of different lengths, leaf to root: each
+    # node's value sum and visit count, the min-max bounds, and the discounted return.
+    def _backpropagate(self, rows, tree: SearchTree, descent: Descent, value, leaf_to_play) -> SearchTree:
+        discount = tf.constant(self.discount, tf.float64)
+
+        def backup_step(backup: Backup) -> Backup:
+            depth, value = backup.depth, backup.value
+            on_path = depth < descent.length
+            idx = _at(rows, descent.path[:, depth])
+            to_play = tf.gather_nd(tree.to_play, idx)
+            signed = tf.where(to_play == leaf_to_play, value, -value)
+            value_sum = tf.tensor_scatter_nd_add(backup.value_sum, idx, tf.where(on_path, signed, 0.0))
+            visit_count = tf.tensor_scatter_nd_add(backup.visit_count, idx, tf.cast(on_path, tf.int32))
+            node_reward = tf.gather_nd(tree.reward, idx)
+            current = _node_value(tf.gather_nd(visit_count, idx), tf.gather_nd(value_sum, idx))
+            signed_reward = node_reward
+            if self.negamax:  # see `backpropagate`: the parent's player's view, the mover's reward
+                mover = tf.gather_nd(tree.to_play, _at(rows, descent.path[:, tf.maximum(depth - 1, 0)]))
+                mover = tf.where(depth > 0, mover, to_play)
+                current = tf.where(to_play != mover, -current, current)
+                signed_reward = tf.where(mover != leaf_to_play, -node_reward, node_reward)
+            tracked = node_reward + discount * current if self.search.ucb_value == "normalized_q" else current
+            return Backup(
+                depth=depth - 1,
+                value=tf.where(on_path, signed_reward + discount * value, value),
+                visit_count=visit_count,
+                value_sum=value_sum,
+                maximum=tf.where(on_path, tf.maximum(backup.maximum, tracked), backup.maximum),
+                minimum=tf.where(on_path, tf.minimum(backup.minimum, tracked), backup.minimum),
             )
-            return (
-                i + 1,
-                visit_count,
-                value_sum,
-                reward,
-                to_play,
-                expanded,
-                hidden,
-                children_index,
-                children_prior,
-                edge_exists,
-                num_nodes,
-                maximum,
-                minimum,
-            )
 
-        state = tf.while_loop(
-            lambda i, *_: i < search.num_simulations,
-            simulation,
-            (
-                tf.constant(0),
-                visit_count,
-                value_sum,
-                reward,
-                to_play,
-                expanded,
-                hidden,
-                children_index,
-                children_prior,
-                edge_exists,
-                num_nodes,
-                maximum,
-                minimum,
-            ),
+        backup = Backup(
+            tf.reduce_max(descent.length) - 1, value, tree.visit_count, tree.value_sum, tree.maximum, tree.minimum
         )
-        visit_count, value_sum, children_index = state[1], state[2], state[7]
-        root_children = children_index[:, 0]
-        visits = tf.where(root_children >= 0, tf.gather(visit_count, tf.maximum(root_children, 0), batch_dims=1), 0)
-        root_value = node_value(visit_count[:, 0], value_sum[:, 0])
-        return visits, root_value
-
-
-class CompiledSearcher:
-    """`CompiledSearch` as a `Searcher` for self-play: the whole search as one TensorFlow
-    graph (XLA when `selfplay.jit_compile`), on a Keras copy of the weights of whichever
-    published network it is bound to. Batches are padded to `batch_size` rows, so XLA
-    compiles one program instead of one per number of unfinished games.
-
-    `bind(published)` loads the published weights into the Keras copy and returns it as
-    the network to run the root inference with (the only way to run a resnet's
-    `PublishedWeights`). The uniform network published before the first save has no
-    weights: it is searched with `run_batched_mcts`, which gives the same visit counts.
-
-    Args:
-      search: the `search` section.
-      discount: the game's discount.
-      network_factory: builds the Keras twin of the network being searched (the same kind and
-        shapes as the published weights; float32 on a CPU).
-      batch_size: rows every search is padded to (the games searched at once).
-      num_players: 1, or 2 when players alternate.
-      jit_compile: compile the search with XLA (`selfplay.jit_compile`).
-    """
-
-    def __init__(
-        self,
-        search: SearchConfig,
-        discount: float,
-        network_factory: Callable[[], KerasNetwork],
-        batch_size: int,
-        num_players: int = 1,
-        jit_compile: bool = True,
-    ):
-        self.search_config, self.discount = search, discount
-        self.num_players = num_players
-        self.keras_network = network_factory()
-        self.batch_size = batch_size
-        self._source: Network | None = None
-        self._bound: _KerasInference | None = None
-        self._initial = tf.function(
-            lambda x: tuple(self.keras_network.initial_inference(x)[:4]),
-            input_signature=[self.keras_network.observation_spec],
+        backup = _while(lambda backup: backup.depth >= 0, backup_step, backup)
+        return tree._replace(
+            visit_count=backup.visit_count, value_sum=backup.value_sum, maximum=backup.maximum, minimum=backup.minimum
         )
-
-        def recurrent(hidden_state, action):
-            out = self.keras_network.recurrent_inference(hidden_state, action)
-            return out.value, out.reward, out.policy_logits, out.hidden_state
-
-        self.search = CompiledSearch(
-            search,
-            discount,
-            self.keras_network.action_space_size,
-            recurrent,
-            self.keras_network.hidden_shape,
-            jit_compile=jit_compile,
-            num_players=num_players,
-        )
-
-    def bind(self, network: Network) -> Network:
-        """Loads `network`'s weights into the Keras copy; returns the network to run the root
-        inference with: the Keras copy for `PublishedWeights`, else `network` itself (a numpy
-        network runs its own; the uniform network before the first save has no weights)."""
-        if not hasattr(network, "weights"):
-            return network
-        if network is not self._source:
-            self.keras_network.set_weights(network.weights)
-            self._source = network
-            self._bound = _KerasInference(self._initial, network.training_steps())
-        return self._bound if isinstance(network, PublishedWeights) else network
-
-    def __call__(
-        self,
-        root_output: NetworkOutput,
-        network: Network,
-        legal: np.ndarray,
-        to_play: np.ndarray,
-        noise: np.ndarray | None,
-    ) -> SearchResult:
-        if not isinstance(network, _KerasInference):
-            if not hasattr(network, "weights"):
-                return run_batched_mcts(
-                    self.search_config,
-                    self.discount,
-                    root_output,
-                    network,
-                    legal,
-                    to_play,
-                    noise,
-                    self.num_players,
-                )
-            self.bind(network)
-        rows = len(legal)
-        pad = max(self.batch_size - rows, 0)
-
-        def padded(x):
-            x = np.asarray(x)
-            return np.concatenate([x, np.repeat(x[:1], pad, axis=0)]) if pad else x
-
-        result = self.search(
-            padded(root_output.hidden_state),
-            padded(root_output.policy_logits),
-            padded(root_output.reward),
-            padded(legal),
-            padded(to_play),
-            None if noise is None else padded(noise),
-        )
-        return SearchResult(result.visit_counts[:rows], result.root_value[:rows])
-
-
-class _KerasInference(Network):
-    """Root inference on `CompiledSearcher`'s Keras copy, returning numpy arrays; the search
-    itself never calls `recurrent_inference` on it (it runs inside the graph)."""
-
-    def __init__(self, initial: Callable, steps: int):
-        self._initial = initial
-        self._steps = steps
-
-    def initial_inference(self, observation) -> NetworkOutput:
-        value, reward, policy_logits, hidden_state = (np.asarray(x) for x in self._initial(observation))
-        return NetworkOutput(value, reward, policy_logits, hidden_state)
-
-    def training_steps(self) -> int:
-        return self._steps
