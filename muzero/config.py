@@ -146,8 +146,8 @@ class SelfPlayConfig:
     # at random among the legal moves (the search still runs; its visits are the policy
     # target). Why: with the openings all of equal value (tic-tac-toe: all draws), the policy
     # trains on its own visit counts and collapses onto one or two openings, so the second
-    # player never learns to answer the others, which any opponent may play (README, Board
-    # games). 0: every move from the search, as in the pseudocode.
+    # player never learns to answer the others, which any opponent may play
+    # (docs/boardgames.md). 0: every move from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
 
 
@@ -253,7 +253,7 @@ class ReplayConfig:
     # `sample_by` says; alpha > 0 replaces `sample_by`. The paper uses 1.
     priority_alpha: float = field(default=0.0, metadata=_range(min=0.0))
     # Each sample's loss is scaled by its importance weight (1 / (N * P(i)))^beta, N the
-    # positions in the window (not max-normalised: README). The paper uses 1.
+    # positions in the window (not max-normalised: docs/choices.md). The paper uses 1.
     priority_beta: float = field(default=1.0, metadata=_range(min=0.0, max=1.0))
     # Added to every priority, so that a position whose value is predicted exactly
     # (|v - z| = 0) can still be drawn; it also bounds the largest importance weight.
@@ -361,7 +361,7 @@ class ActorsConfig:
     num_actors: int = field(default=2, metadata=_range(min=1))
     # Batched moves (one in each of the actor's games) per call: how often an actor
     # hands back finished games and picks up the newest weights. Small keeps the data
-    # fresh (CartPole learnt faster with 5 than 25: README); many actors on one driver
+    # fresh (CartPole learnt faster with 5 than 25: docs/ray.md); many actors on one driver
     # need larger calls (fewer calls per second to handle).
     moves_per_call: int = field(default=5, metadata=_range(min=1))
     # Backpressure: calls handed to an actor and not yet collected. At most

@@ -36,7 +36,9 @@ def test_the_config_reference_is_generated_from_the_code():
     # docs/config.md is what scripts/config_reference.py prints from muzero/config.py's fields
     # and their comments; a field added or changed without regenerating the page fails here.
     page = load_script("config_reference").render()
-    assert page == (DOCS / "config.md").read_text(), "docs/config.md is stale: run python scripts/config_reference.py"
+    assert page == (DOCS / "config.md").read_text(), (
+        "docs/config.md is stale: run `make config-docs` (python scripts/config_reference.py)"
+    )
 
 
 def test_the_config_reference_lists_every_key_with_its_comment():
