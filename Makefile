@@ -1,4 +1,4 @@
-# `make install`:     set up .venv with every extra the tests need (`.[all]`: ray, atari, minatar, plot, video, dev).
+# `make install`:     set up .venv with every extra the tests need (`.[all]`: ray, atari, minatar, plot, video, docs, dev).
 # `make train`:       set up (or reuse) .venv and train CartPole with the default config (ARGS="--set ..." adds flags).
 # `make test`:        the whole test suite (2 pytest-xdist workers); ARGS="-k name" to pick tests.
 # `make lint`:        ruff check and ruff format --check over the tree (fails on any finding).

@@ -42,7 +42,7 @@ from muzero.actor_pool import (
 )
 from muzero.config import ActorsConfig, MuZeroConfig
 from muzero.envs import EnvironmentSpec, make_environments
-from muzero.factories import make_run_searcher
+from muzero.factories import make_batched_selfplay, make_run_searcher
 from muzero.game import Game
 from muzero.networks.base import Network
 from muzero.search import Searcher
@@ -125,13 +125,7 @@ class SelfPlayWorker:
         config = self.config
         seed, self.rng = actor_seeds(config.run.seed, self.actor_index, incarnation, self.start_step)
         environments = make_environments(config.game, config.selfplay.num_envs, seed)
-        self.selfplay = BatchedSelfPlay(
-            config.game,
-            config.search,
-            environments,
-            self.searcher,
-            random_opening_moves=config.selfplay.random_opening_moves,
-        )
+        self.selfplay = make_batched_selfplay(config, environments, self.searcher)
         self.incarnation = incarnation
 
     def ready(self) -> str:

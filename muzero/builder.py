@@ -23,14 +23,21 @@ from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_dict, config_to_yaml
 from muzero.envs import EnvironmentSpec, make_environments
 from muzero.evaluation import Evaluator
-from muzero.factories import make_learner, make_replay_buffer, make_run_network, make_run_searcher, network_factory
+from muzero.factories import (
+    make_batched_selfplay,
+    make_learner,
+    make_replay_buffer,
+    make_run_network,
+    make_run_searcher,
+    network_factory,
+)
 from muzero.greedy import make_greedy_player
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_enabled
 from muzero.replay import Batch, ReplayBuffer
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, lock_run_dir, write_atomically
 from muzero.run_state import RunState, seed_everything
 from muzero.runner import LoopSettings, Trainer
-from muzero.selfplay import BatchedSelfPlay, LocalSelfPlay, SelfPlaySource, play_game
+from muzero.selfplay import LocalSelfPlay, SelfPlaySource, play_game
 from muzero.storage import SharedStorage
 from muzero.tf_runtime import configure_devices
 
@@ -117,9 +124,7 @@ def make_selfplay_source(
     if not batched:
         return LocalSelfPlay(environments, play_one_game=functools.partial(play_game, config))
     searcher = make_run_searcher(config, spec, config.selfplay.num_envs)
-    selfplay = BatchedSelfPlay(
-        config.game, config.search, environments, searcher, random_opening_moves=config.selfplay.random_opening_moves
-    )
+    selfplay = make_batched_selfplay(config, environments, searcher)
     return LocalSelfPlay(environments, selfplay, refresh_interval=config.selfplay.refresh_interval)
 
 

@@ -1,7 +1,7 @@
 """The config unpacked into the parts' constructors: each part gets its own section(s).
 
-With `muzero.builder` (which assembles a whole run from these), this is the one place that
-reads across the whole `MuZeroConfig`; the parts themselves (`Learner`, `ReplayBuffer`, the
+With `muzero.builder` (which assembles a whole run from these), this is where code outside
+the CLI and config loading reads across the whole `MuZeroConfig`; the parts themselves (`Learner`, `ReplayBuffer`, the
 searches, the networks) take sections or explicit values. It sits below the self-play, actor
 and evaluation modules, so that a Ray actor, which builds its own parts in its own process,
 builds them here too, as `muzero train` does.
@@ -9,16 +9,17 @@ builds them here too, as `muzero train` does.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from muzero.config import MuZeroConfig
-from muzero.envs import EnvironmentSpec
+from muzero.envs import Environment, EnvironmentSpec
+from muzero.reanalyse import reanalyse_enabled
 from muzero.replay import ReplayBuffer
 from muzero.search import Searcher, make_searcher
+from muzero.selfplay import BatchedSelfPlay
 
 if TYPE_CHECKING:
     from muzero.networks.keras import KerasNetwork
@@ -34,14 +35,18 @@ def network_factory(
       for_search: a searcher's twin of the network: float32 on a machine without a GPU
         (bfloat16 is emulated, slowly, on CPUs; the published weights are float32 either way).
     """
-    from muzero.networks import make_network
+    network, stacked_frames, mixed_precision = config.network, config.game.stacked_frames, config.train.mixed_precision
 
-    mixed_precision = config.train.mixed_precision
-    if for_search and mixed_precision:
+    def make() -> KerasNetwork:
+        # Imports TensorFlow only when a network is made (a numpy searcher never makes one).
         import tensorflow as tf
 
-        mixed_precision = bool(tf.config.list_physical_devices("GPU"))
-    return functools.partial(make_network, config.network, spec, config.game.stacked_frames, mixed_precision)
+        from muzero.networks import make_network
+
+        bfloat16 = mixed_precision and not (for_search and not tf.config.list_physical_devices("GPU"))
+        return make_network(network, spec, stacked_frames, bfloat16)
+
+    return make
 
 
 def make_run_network(config: MuZeroConfig, spec: EnvironmentSpec) -> KerasNetwork:
@@ -61,7 +66,7 @@ def make_learner(config: MuZeroConfig, network: KerasNetwork) -> Learner:
     from muzero.training import Learner
 
     # With Reanalyse, value targets bootstrap from the target network, reanalyse.td_steps ahead.
-    td_steps = config.reanalyse.td_steps if config.reanalyse.fraction > 0 else config.train.td_steps
+    td_steps = config.reanalyse.td_steps if reanalyse_enabled(config.reanalyse) else config.train.td_steps
     return Learner(config.train, network, td_steps, config.run.grad_summary_interval)
 
 
@@ -77,4 +82,11 @@ def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.rand
         reanalyse_fraction=config.reanalyse.fraction,
         with_unroll_observations=config.train.consistency_loss_weight > 0,
         symmetries=spec.symmetries,
+    )
+
+
+def make_batched_selfplay(config: MuZeroConfig, environments: list[Environment], searcher: Searcher) -> BatchedSelfPlay:
+    """A game in progress in each of `environments`, one batched search per move for all of them."""
+    return BatchedSelfPlay(
+        config.game, config.search, environments, searcher, random_opening_moves=config.selfplay.random_opening_moves
     )

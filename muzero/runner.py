@@ -193,7 +193,7 @@ class Trainer:
             self.telemetry.training_step(
                 step,
                 result.metrics,
-                float(self.learner.optimizer.learning_rate),
+                lambda: float(self.learner.optimizer.learning_rate),
                 last=step == train.training_steps or self.stop_signal is not None,
                 batch_seconds=result.batch_seconds,
                 step_seconds=result.step_seconds,

@@ -1,7 +1,7 @@
 """The one seam numbers go through: TensorBoard scalars, histograms, images, text and the
 hparams table, via `tf.summary`; and the figures computed for them from games and replay.
 
-Tags (README, "TensorBoard"): `loss/...`, `train/...`, `selfplay/...`, `replay/...`,
+Tags (docs/tensorboard.md): `loss/...`, `train/...`, `selfplay/...`, `replay/...`,
 `mcts/...`, `eval/...`, `values/...`; a tag ending in `_by_env_step` is logged against
 environment steps (self-play moves) instead of training steps.
 """

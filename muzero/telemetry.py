@@ -77,20 +77,20 @@ class Telemetry:
         self,
         step: int,
         metrics: dict,
-        learning_rate: float,
+        learning_rate: Callable[[], float],
         last: bool,
         batch_seconds: float,
         step_seconds: float,
         slow_metrics: Callable[[], dict[str, float]],
         predict_values: Callable[[Batch], np.ndarray],
     ) -> None:
-        """After a finite update: its losses, and every SLOW_SUMMARY_EVERY steps the batch
+        """After a finite update: its losses and `learning_rate()`, and every SLOW_SUMMARY_EVERY steps the batch
         fraction, `slow_metrics()` (priorities, Reanalyse) and the value histograms, whose
         predictions `predict_values(batch)` ([B] values at k = 0) makes after the update."""
         self.batch_seconds += batch_seconds
         self.step_seconds += step_seconds
         if step % SUMMARY_EVERY == 0 or last or any(name.startswith("grad/") for name in metrics):
-            self.summaries.scalars(step, {**metrics, "train/lr": learning_rate})
+            self.summaries.scalars(step, {**metrics, "train/lr": learning_rate()})
         if step % SLOW_SUMMARY_EVERY == 0:
             self.batch_fraction = self.batch_seconds / max(self.step_seconds, 1e-9)
             self.batch_seconds = self.step_seconds = 0.0

@@ -26,7 +26,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from muzero.builder import make_learner, make_run_network, make_selfplay_source
+from muzero.builder import make_selfplay_source
 from muzero.config import (
     GameConfig,
     MuZeroConfig,
@@ -37,6 +37,7 @@ from muzero.config import (
 )
 from muzero.envs import check_environment
 from muzero.envs.atari import AtariSettings
+from muzero.factories import make_learner, make_run_network
 from muzero.replay import Batch
 from muzero.storage import SharedStorage
 

@@ -45,14 +45,11 @@ def initial_network(config: MuZeroConfig, spec):
 def bench_local(config: MuZeroConfig, spec, interval: float, intervals: int) -> float:
     """Moves/s of the local back end: one batched search per move over num_envs games."""
     from muzero.envs import make_environments
-    from muzero.factories import make_run_searcher
-    from muzero.selfplay import BatchedSelfPlay
+    from muzero.factories import make_batched_selfplay, make_run_searcher
 
     searcher = make_run_searcher(config, spec, config.selfplay.num_envs)
     environments = make_environments(config.game, config.selfplay.num_envs, 0)
-    selfplay = BatchedSelfPlay(
-        config.game, config.search, environments, searcher, random_opening_moves=config.selfplay.random_opening_moves
-    )
+    selfplay = make_batched_selfplay(config, environments, searcher)
     network, rng = initial_network(config, spec), np.random.default_rng(0)
 
     def step() -> int:

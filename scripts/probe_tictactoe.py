@@ -12,7 +12,7 @@ position of the game (4,520), grouped by what is on the board:
 * quiet: no line is one move from completion.
 
 Then it prints the policy head's prior over the first move (does self-play's opening
-collapse?). The README's "What made the difference" quotes both.
+collapse?). docs/boardgames.md ("What made the difference") quotes both.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 * `base.py`: the pseudocode's `Network` interface, `NetworkOutput`, `UniformNetwork`,
   `PublishedWeights` (TensorFlow-free).
 * `numpy_mlp.py`: the MLP's weights evaluated with numpy, for self-play (TensorFlow-free).
+* `compat.py`: the shapes a run's network has, and what a resume's new config changed in them.
 * `keras.py`: what the Keras families share; `mlp.py` and `resnet.py`: the families the
   learner trains (`network.kind`: "mlp" or "resnet").
 
