@@ -30,6 +30,7 @@ from absl import logging
 
 from muzero.config import ActorsConfig, ReanalyseConfig
 from muzero.networks.base import Network
+from muzero.reanalyse import reanalyse_enabled
 from muzero.tf_runtime import limit_threads, quiet_tensorflow_cpp
 
 # Longest single wait: stop signals and hung calls are noticed at least this often.
@@ -353,7 +354,7 @@ class ActorPool:
 
 def cluster_cpus(actors: ActorsConfig, reanalyse: ReanalyseConfig) -> float:
     """CPUs all the run's actors ask for: self-play, and reanalyse when it is on."""
-    count = actors.num_actors + (reanalyse.num_actors if reanalyse.fraction > 0 else 0)
+    count = actors.num_actors + (reanalyse.num_actors if reanalyse_enabled(reanalyse) else 0)
     return count * actors.cpus_per_actor
 
 

@@ -166,11 +166,14 @@ class BatchedSelfPlay:
         Args:
           greedy: evaluation mode: no exploration noise, temperature 0.
         """
-        settings = self.game_config
+        game_config = self.game_config
         for i, game in enumerate(self.games):
             if game is None and not self.closed[i]:
                 self.games[i] = Game(
-                    settings.action_space_size, settings.discount, self.environments[i], settings.stacked_frames
+                    game_config.action_space_size,
+                    game_config.discount,
+                    self.environments[i],
+                    game_config.stacked_frames,
                 )
         slots = [i for i, game in enumerate(self.games) if game is not None]
         if not slots:
@@ -192,12 +195,12 @@ class BatchedSelfPlay:
                 action = softmax_sample(visits, temperature, rng)
             game.apply(action)
             game.store_visit_statistics(result.visit_counts[row].tolist(), result.root_value[row])
-            if game.terminal() or len(game.history) >= settings.max_moves:
+            if game.terminal() or len(game.history) >= game_config.max_moves:
                 game.environment = None
                 finished.append((slot, game))
                 self.games[slot] = None
                 self.closed[slot] = not self.restart
-        set_bootstrap_values(settings, network, [game for _, game in finished])
+        set_bootstrap_values(game_config, network, [game for _, game in finished])
         return finished
 
     def moves_in_progress(self) -> int:
