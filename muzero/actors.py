@@ -25,6 +25,7 @@ Ray is imported here only inside functions: `--backend local` never imports it.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,6 +75,9 @@ class PlayResult:
       games: the games that ended during the call, detached from their environments.
       moves: moves played in all the actor's games during the call.
       weights_step: training step of the network the moves were searched with.
+      idle_seconds: how long the actor waited for this call since it finished its last one
+        (self-play waiting for the learner: the driver hands out calls only when the learner
+        has caught up with `train.steps_per_move`).
     """
 
     actor_index: int
@@ -82,6 +86,7 @@ class PlayResult:
     games: list[Game]
     moves: int
     weights_step: int
+    idle_seconds: float = 0.0
 
 
 def actor_seeds(seed: int, actor_index: int, incarnation: int, start_step: int) -> tuple[int, np.random.Generator]:
@@ -120,6 +125,7 @@ class SelfPlayWorker:
         self.rng: np.random.Generator | None = None
         self.network: Network | None = None
         self.weights_step = -1
+        self.last_call_end: float | None = None
 
     def _start_games(self, incarnation: int) -> None:
         config = self.config
@@ -143,12 +149,15 @@ class SelfPlayWorker:
             when `weights_step` is new to this actor.
           moves: batched moves to play.
         """
+        started = time.time()
+        idle = 0.0 if self.last_call_end is None else started - self.last_call_end
         if incarnation != self.incarnation:
             self._start_games(incarnation)
         if weights_step != self.weights_step:
             self.network, self.weights_step = fetch_network(weights), weights_step
         games, played = self.selfplay.play(self.network, self.rng, moves)
-        return PlayResult(self.actor_index, incarnation, self.process, games, played, self.weights_step)
+        self.last_call_end = time.time()
+        return PlayResult(self.actor_index, incarnation, self.process, games, played, self.weights_step, idle)
 
 
 class SelfPlayActors(ActorPool):
@@ -227,6 +236,11 @@ class RaySelfPlay(SelfPlaySource):
         cluster_cpus: float | None = None,
     ):
         self.actors = SelfPlayActors(actors, worker_args, num_envs, address, cluster_cpus)
+        # Who waited for whom, summed since the start (`metrics` reports shares of wall time).
+        self.learner_wait_seconds = 0.0  # the driver blocked in `collect`: the learner had caught up
+        self.selfplay_idle_seconds = 0.0  # actors between calls: self-play had run ahead
+        self.started = time.time()
+        self.window = (self.started, 0.0, 0.0)  # (when, learner wait, self-play idle) at the last `metrics`
 
     def play(
         self, storage: SharedStorage, rng: np.random.Generator, should_stop: Callable[[], bool], start_step: int
@@ -236,7 +250,10 @@ class RaySelfPlay(SelfPlaySource):
             actors.start(start_step, should_stop=should_stop)
         actors.put_network(storage.latest_step(), storage.latest_network())
         actors.submit()
+        started = time.time()
         results = actors.collect(should_stop=should_stop)
+        self.learner_wait_seconds += time.time() - started
+        self.selfplay_idle_seconds += sum(result.idle_seconds for result in results)
         actors.submit()
         if actors.live < actors_cfg.min_live_actors:
             raise SelfPlayStopped(
@@ -247,16 +264,27 @@ class RaySelfPlay(SelfPlaySource):
         return [game for result in results for game in result.games], sum(result.moves for result in results)
 
     def metrics(self) -> dict[str, float]:
+        """Actors' health, and since the last call the share of wall time the learner waited for
+        self-play (`loop/learner_wait`) and the actors waited for the learner (`loop/selfplay_wait`,
+        per actor)."""
+        now = time.time()
+        then, learner_wait, selfplay_idle = self.window
+        self.window = (now, self.learner_wait_seconds, self.selfplay_idle_seconds)
+        span = max(now - then, 1e-9)
         return {
             "actors/restarts": self.actors.restarts,
             "actors/live": self.actors.live,
             "actors/inflight": self.actors.inflight,
+            "loop/learner_wait": (self.learner_wait_seconds - learner_wait) / span,
+            "loop/selfplay_wait": (self.selfplay_idle_seconds - selfplay_idle) / span / max(self.actors.live, 1),
         }
 
     def progress(self) -> str:
+        elapsed = max(time.time() - self.started, 1e-9)
         return (
             f" | actors {self.actors.live} live, {self.actors.restarts} restarts, "
-            f"{self.actors.inflight} calls in flight"
+            f"{self.actors.inflight} calls in flight | waited: learner {self.learner_wait_seconds / elapsed:.0%}, "
+            f"self-play {self.selfplay_idle_seconds / elapsed / max(self.actors.live, 1):.0%}"
         )
 
     def result(self) -> dict:

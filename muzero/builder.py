@@ -11,7 +11,9 @@ or explicit values, and `muzero.runner.Trainer` only runs the loop over the part
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,8 @@ from muzero.factories import (
 from muzero.greedy import make_greedy_player
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_enabled
 from muzero.replay import Batch, ReplayBuffer
-from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, lock_run_dir, write_atomically
+from muzero.replay.journal import GameJournal
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, JOURNAL_DIR, lock_run_dir, write_atomically
 from muzero.run_state import RunState, seed_everything
 from muzero.runner import LoopSettings, Trainer
 from muzero.selfplay import LocalSelfPlay, SelfPlaySource, play_game
@@ -76,12 +79,14 @@ class RunParts:
     reanalyser: Any
     checkpointer: Checkpointer
     evaluator: Evaluator
+    journal: GameJournal
 
     def state_dict(self) -> dict:
         """What a checkpoint holds besides the TensorFlow variables."""
         environments, games = self.source.state()
+        eval_rng, eval_environments = self.evaluator.checkpoint_state()
         state = self.state.state_dict(
-            self.evaluator.rng, (environments, self.evaluator.environments), games, self.replay_buffer.state_dict()
+            eval_rng, (environments, eval_environments), games, self.replay_buffer.state_dict()
         )
         if self.reanalyser is not None:
             state["reanalyse"] = {
@@ -108,6 +113,32 @@ class RunParts:
         if self.reanalyser is not None:
             self.reanalyser.close()
         self.source.close()
+
+
+def with_actor_count(config: MuZeroConfig, ray_address: str | None) -> MuZeroConfig:
+    """`actors.num_actors: 0` made a count: one self-play actor per core of this machine (or
+    per CPU of the cluster at `ray_address`), less the reanalyse actors, at least one.
+
+    One per core, not one per core left beside the learner: whichever side is the slower,
+    the other's cores then still have work (measured: docs/concurrency.md)."""
+    if config.actors.num_actors:
+        return config
+    if ray_address is None:
+        cpus = os.cpu_count() or 1
+    else:
+        import ray
+
+        from muzero.actor_pool import connect
+
+        connect(ray_address, 0.0)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+    reanalysers = config.reanalyse.num_actors if reanalyse_enabled(config.reanalyse) else 0
+    count = max(1, cpus - reanalysers)
+    logging.info("self-play actors: %d (actors.num_actors: 0, one per core)", count)
+    actors = dataclasses.replace(
+        config.actors, num_actors=count, min_live_actors=min(config.actors.min_live_actors, count)
+    )
+    return config.replace(actors=actors)
 
 
 def make_selfplay_source(
@@ -175,6 +206,8 @@ def build_run(
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     lock_run_dir(run_dir)
+    if backend == "ray":
+        config = with_actor_count(config, ray_address)
     seed = config.run.seed
     # Ray first, so that a cluster that cannot be joined stops the run before it starts.
     source = make_selfplay_source(config, spec, backend, ray_address, seed) if backend == "ray" else None
@@ -207,6 +240,7 @@ def build_run(
         evaluator=Evaluator(
             config.run, config.game, run_dir, functools.partial(make_greedy_player, config, spec), None, seed
         ),
+        journal=GameJournal(run_dir / JOURNAL_DIR, config.run.max_checkpoints),
     )
 
 
@@ -220,6 +254,7 @@ def resume_run(parts: RunParts, run_dir: Path, step: int | None = None) -> int:
     from muzero.summaries import Summaries
 
     checkpointer = parts.checkpointer
+    chosen = step is not None
     step, state = checkpointer.restore(step)
     set_aside = checkpointer.set_aside_after(step)
     if set_aside is not None:
@@ -230,6 +265,7 @@ def resume_run(parts: RunParts, run_dir: Path, step: int | None = None) -> int:
             checkpointer.directory,
         )
     parts.load_state_dict(state)
+    _replay_journal(parts, dropped=chosen)
     logging.info(
         "resumed from %s at training step %d (%d games, %d moves)",
         checkpointer.directory / f"ckpt-{step}",
@@ -240,6 +276,27 @@ def resume_run(parts: RunParts, run_dir: Path, step: int | None = None) -> int:
     parts.evaluator.truncate_after(step)
     Summaries.truncate_after(str(run_dir), step, parts.state.counters["env_steps"])
     return step
+
+
+def _replay_journal(parts: RunParts, dropped: bool) -> None:
+    """After a checkpoint is restored: the journal's games that finished after it go to replay
+    (the concurrent loop killed between checkpoints), or, for a resume at an older checkpoint
+    on purpose (`dropped`: --step), are deleted with the checkpoints set aside."""
+    replay, journal = parts.replay_buffer, parts.journal
+    if dropped:
+        journal.drop_after(replay.games_saved)
+        return
+    entries = journal.games_after(replay.games_saved)
+    for game, training_step in entries:
+        replay.save_game(game, training_step)
+        parts.state.counters["env_steps"] += len(game)
+    if entries:
+        logging.info(
+            "%d games that finished after the checkpoint (%d moves) added to replay from %s",
+            len(entries),
+            sum(len(game) for game, _ in entries),
+            journal.directory,
+        )
 
 
 def loop_settings(config: MuZeroConfig) -> LoopSettings:

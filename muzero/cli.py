@@ -88,16 +88,18 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
     )
     train.add_argument(
         "--backend",
-        choices=("local", "ray"),
-        default="local",
-        help="where self-play runs: 'local' (this process, default) or 'ray' (actors.num_actors "
-        "self-play actors on Ray; the learner stays here)",
+        choices=("auto", "local", "ray"),
+        default="auto",
+        help="where self-play runs: 'ray' (self-play actors on Ray beside the learner, one per core "
+        "unless actors.num_actors says; batches built on a thread of their own), 'local' (self-play "
+        "and learner take turns in this process: slower, bit-reproducible), or 'auto' (default: "
+        "'ray' when Ray is installed and the machine has 2 cores or more, else 'local')",
     )
     train.add_argument(
         "--ray-address",
         default=None,
         metavar="HOST:PORT",
-        help="with --backend ray: join this cluster (`ray start --head` prints it); default: start a local one",
+        help="with --backend ray or auto: join this cluster (`ray start --head` prints it); default: start a local one",
     )
 
     evaluate = commands.add_parser("evaluate", help="greedy episodes with a run's latest checkpoint")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def command_train(args: argparse.Namespace) -> int:
             logdir,
             spec,
             resume=args.resume is not None,
-            backend=args.backend,
+            backend=resolve_backend(args.backend, args.ray_address),
             ray_address=args.ray_address,
             resume_step=args.step,
         )
@@ -135,10 +136,30 @@ def _blame(overrides: list[str], key: str, where: str) -> str:
     return where
 
 
+def resolve_backend(backend: str, ray_address: str | None) -> str:
+    """--backend auto as "ray" (concurrent self-play) when Ray is installed and the machine has
+    2 cores or more (or a cluster is named), else "local"; the choice is logged."""
+    if backend != "auto":
+        return backend
+    cores = os.cpu_count() or 1
+    if ray_address is None and importlib.util.find_spec("ray") is None:
+        logging.info("back end: local (Ray is not installed; pip install -e '.[ray]' for concurrent self-play)")
+        return "local"
+    if ray_address is None and cores < 2:
+        logging.info("back end: local (one core: self-play and the learner take turns)")
+        return "local"
+    logging.info(
+        "back end: ray (self-play actors beside the learner on %s; --backend local for the "
+        "bit-reproducible interleaved loop)",
+        ray_address or f"this machine's {cores} cores",
+    )
+    return "ray"
+
+
 def _check_backend(args: argparse.Namespace) -> None:
     """--backend / --ray-address, checked without importing Ray (or waiting minutes on ray.init)."""
-    if args.ray_address is not None and args.backend != "ray":
-        raise UsageError("--ray-address: only with --backend ray")
+    if args.ray_address is not None and args.backend == "local":
+        raise UsageError("--ray-address: only with --backend ray or auto")
     if args.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise UsageError("--backend ray: Ray is not installed: pip install -e '.[ray]' (or make install)")
     if args.ray_address is not None:

@@ -350,23 +350,28 @@ def parse_opponent(name: str) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class ActorsConfig:
-    """Self-play actors of the Ray back end (`muzero train --backend ray`; unused by `local`).
+    """Self-play actors of the Ray back end (`muzero train`'s default `--backend auto` on a
+    machine with 2 cores or more, or `--backend ray`; unused by `local`).
 
     Each actor plays `selfplay.num_envs` games in lockstep with the batched search (as
     `BatchedSelfPlay`), `moves_per_call` moves per call; the games that ended come back
     with the call, and the newest published weights go out with the next one.
     """
 
-    # Self-play actors (processes), each with its own games.
-    num_actors: int = field(default=2, metadata=_range(min=1))
+    # Self-play actors (processes), each with its own games. 0: one per core of the machine
+    # (os.cpu_count(), or the cluster's CPUs with --ray-address), so that the learner and
+    # self-play together keep every core busy whichever side is the slower (docs/concurrency.md).
+    num_actors: int = field(default=0, metadata=_range(min=0))
     # Batched moves (one in each of the actor's games) per call: how often an actor
     # hands back finished games and picks up the newest weights. Small keeps the data
     # fresh (CartPole learnt faster with 5 than 25: docs/ray.md); many actors on one driver
     # need larger calls (fewer calls per second to handle).
     moves_per_call: int = field(default=5, metadata=_range(min=1))
     # Backpressure: calls handed to an actor and not yet collected. At most
-    # num_actors * max_inflight_per_actor calls' worth of games wait outside replay.
-    max_inflight_per_actor: int = field(default=1, metadata=_range(min=1))
+    # num_actors * max_inflight_per_actor calls' worth of games wait outside replay. 2: an
+    # actor has its next call queued while the driver collects the last one (with 1 it idles
+    # then; docs/concurrency.md).
+    max_inflight_per_actor: int = field(default=2, metadata=_range(min=1))
     # Restarts Ray makes of each actor that dies or is killed as hung (-1: no limit).
     max_restarts: int = field(default=3, metadata=_range(min=-1))
     # Fewer actors alive than this (restarts used up): the run stops with a checkpoint.

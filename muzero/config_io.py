@@ -428,7 +428,7 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
             parse_opponent(opponent)
         except ValueError as error:
             raise fail(f"run.eval_opponents[{i}]", str(error)) from None
-    if config.actors.min_live_actors > config.actors.num_actors:
+    if config.actors.num_actors and config.actors.min_live_actors > config.actors.num_actors:
         raise fail(
             "actors.min_live_actors",
             f"expected at most actors.num_actors ({config.actors.num_actors}), got {config.actors.min_live_actors}",

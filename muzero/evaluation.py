@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import pickle
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -78,6 +80,50 @@ class Evaluator:
         self.arena_player: GreedyPlayer | None = None  # made at the first match (`evaluate_against`)
         self.last: np.ndarray | None = None
         self.last_step = -1
+        # A background evaluation (`evaluate_in_background`): its thread, and the RNG and
+        # environments as they were when it started, which checkpoints take meanwhile.
+        self.thread: threading.Thread | None = None
+        self.held: tuple[np.random.Generator, list[Environment]] | None = None
+        self.error: BaseException | None = None
+
+    def checkpoint_state(self) -> tuple[np.random.Generator, list[Environment]]:
+        """(RNG, environments) for a checkpoint: while a background evaluation runs, as they were
+        when it started (a resumed run then plays that evaluation's episodes again)."""
+        held = self.held
+        return held if held is not None else (self.rng, self.environments)
+
+    def evaluate_in_background(self, step: int, network: Network, counters: dict, games: int, wall: float) -> bool:
+        """`evaluate` on a thread of its own, so that the learner and self-play go on (the concurrent
+        loop). Returns False, and starts nothing, while the previous one still runs.
+
+        Raises:
+          Whatever the previous background evaluation raised.
+        """
+        if self.thread is not None and self.thread.is_alive():
+            return False
+        self.join()
+        self.held = pickle.loads(pickle.dumps((self.rng, self.environments)))
+
+        def run() -> None:
+            try:
+                self.evaluate(step, network, counters, games, wall)
+            except BaseException as error:  # noqa: BLE001 (raised on the loop's thread by `join`)
+                self.error = error
+            finally:
+                self.held = None
+
+        self.thread = threading.Thread(target=run, name=f"evaluation-{step}", daemon=True)
+        self.thread.start()
+        return True
+
+    def join(self) -> None:
+        """Waits for the background evaluation, if any; raises what it raised."""
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
 
     def start_file(self) -> None:
         """A new eval.csv with its header (a fresh run)."""

@@ -29,6 +29,7 @@ from typing import BinaryIO
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 EVAL_FILE = "eval.csv"
+JOURNAL_DIR = "games"  # the concurrent loop's finished games (muzero/replay/journal.py)
 LOCK_FILE = "lock"
 LOG_FILE = "log.txt"
 

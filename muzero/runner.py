@@ -27,6 +27,7 @@ from absl import logging
 from muzero.config import RunConfig, TrainConfig
 from muzero.progress import ProgressReporter
 from muzero.replay import Batch
+from muzero.replay.prefetch import BatchPrefetcher
 from muzero.selfplay import SelfPlayStopped
 
 if TYPE_CHECKING:
@@ -90,6 +91,9 @@ class Trainer:
         self.consecutive_nonfinite = 0
         self.last_metrics: dict[str, float] = {}
         self.last_play_end: float | None = None
+        # Concurrent self-play: batches are built on a thread beside the learner (made at the
+        # first training step; muzero.replay.prefetch says what that costs in exactness).
+        self.prefetcher: BatchPrefetcher | None = None
 
     def publish(self) -> Network:
         """Publishes the network to self-play (pseudocode: `save_network`); returns the published
@@ -115,6 +119,7 @@ class Trainer:
         except CheckpointWriteError as error:  # disk full: the run cannot go on, nothing is lost
             raise RunStopped(str(error)) from None
         self.last_saved_step = step
+        self.parts.journal.checkpointed(self.replay_buffer.games_saved)
 
     # The pseudocode's muzero(): self-play and training alternate, the network is
     # published (and checkpointed) every checkpoint_interval steps.
@@ -146,12 +151,15 @@ class Trainer:
                 )
             # Final checkpoint; a second Ctrl-C while it is written is ignored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.evaluator.join()
             self.publish_and_checkpoint()
             if self.stop_signal is None and self.evaluator.last_step != self.learner.training_step:
                 self._evaluate()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if self.prefetcher is not None:
+                self.prefetcher.close()
             self.telemetry.close()
             self.parts.close()
         return self._result()
@@ -178,7 +186,11 @@ class Trainer:
                     "compiling the training step (the first step traces it%s)",
                     " and compiles it with XLA" if train.jit_compile else "",
                 )
-            result = train_on_replay(self.learner, self.replay_buffer, self._keep_batch)
+            if self.prefetcher is None and self.source.concurrent:
+                self.prefetcher = BatchPrefetcher(
+                    self.replay_buffer, self.learner.train.num_unroll_steps, self.learner.td_steps
+                )
+            result = train_on_replay(self.learner, self.replay_buffer, self._keep_batch, self.prefetcher)
             if not result.finite:
                 self._on_nonfinite(result.metrics)
                 continue
@@ -203,7 +215,7 @@ class Trainer:
             if step % train.checkpoint_interval == 0:
                 self.publish_and_checkpoint()
             if self.settings.run.eval_interval and step % self.settings.run.eval_interval == 0:
-                self._evaluate()
+                self._evaluate(background=self.source.concurrent)
         self.telemetry.learner_burst(
             self.learner.training_step, time.time() - started, self.learner.training_step - steps_before
         )
@@ -249,11 +261,23 @@ class Trainer:
         self.last_play_end = time.time()
         self.state.counters["env_steps"] += moves
         step, env_steps = self.learner.training_step, self.state.counters["env_steps"]
+        if self.source.concurrent:  # on disk first: a run killed before its next checkpoint keeps them
+            try:
+                self.parts.journal.append(self.replay_buffer.games_saved, games, [step] * len(games))
+            except OSError as error:
+                final = self.checkpointer.directory / f"ckpt-{self.last_saved_step}"
+                raise RunStopped(
+                    f"cannot write the game journal in {self.parts.journal.directory} ({error.strerror or error}); "
+                    f"last complete checkpoint {final}"
+                ) from None
         for game in games:
             self.replay_buffer.save_game(game, step)
             self.progress.add_return(game.episode_return())
+        metrics = self.source.metrics()
+        if self.source.concurrent:  # the replay ratio achieved, against train.steps_per_move
+            metrics["loop/steps_per_move"] = step / max(env_steps, 1)
         self.telemetry.games_collected(
-            step, env_steps, games, moves, self.last_play_end - started, self.replay_buffer, self.source.metrics()
+            step, env_steps, games, moves, self.last_play_end - started, self.replay_buffer, metrics
         )
 
     def _on_nonfinite(self, metrics: dict) -> None:
@@ -281,16 +305,18 @@ class Trainer:
                 f"{step + 1} (train.max_consecutive_nonfinite); last good checkpoint: {last_good}"
             )
 
-    def _evaluate(self) -> None:
+    def _evaluate(self, background: bool = False) -> None:
+        """Greedy evaluation of the published network; `background`: on a thread of its own
+        (the concurrent loop; skipped while the previous one still runs)."""
         step = self.learner.training_step
-        self.progress.note("evaluating: %d greedy episodes at training step %d", self.settings.run.eval_episodes, step)
-        self.evaluator.evaluate(
-            step,
-            self.storage.latest_network(),
-            self.state.counters,
-            self.replay_buffer.games_saved,
-            time.time() - self.started,
-        )
+        args = (step, self.storage.latest_network(), self.state.counters, self.replay_buffer.games_saved)
+        if not background:
+            self.progress.note(
+                "evaluating: %d greedy episodes at training step %d", self.settings.run.eval_episodes, step
+            )
+            self.evaluator.evaluate(*args, time.time() - self.started)
+        elif not self.evaluator.evaluate_in_background(*args, time.time() - self.started):
+            logging.info("evaluation at training step %d skipped: the previous one is still running", step)
 
     def _result(self) -> dict:
         evaluation = self.evaluator.last

@@ -30,6 +30,7 @@ from muzero.replay import Batch, ReplayBuffer
 from muzero.support import num_bins, scalar_to_support
 
 if TYPE_CHECKING:
+    from muzero.replay.prefetch import BatchPrefetcher
     from muzero.storage import SharedStorage
 
 
@@ -391,30 +392,33 @@ class StepResult(NamedTuple):
 # The learner's inner step, as the pseudocode's train_network loop body: sample a batch,
 # update the weights on it, then give its positions their new priorities.
 def train_on_replay(
-    learner: Learner, replay_buffer: ReplayBuffer, batch_hook: Callable[[Batch], Batch] | None = None
+    learner: Learner,
+    replay_buffer: ReplayBuffer,
+    batch_hook: Callable[[Batch], Batch] | None = None,
+    prefetcher: BatchPrefetcher | None = None,
 ) -> StepResult:
     """Samples a batch, takes one training step on it, refreshes the batch's priorities
     (after a finite step only).
 
     Args:
       batch_hook: tests only: transforms the sampled batch (fault injection).
+      prefetcher: the batch comes from this thread's queue instead of `replay_buffer`
+        (`StepResult.batch_seconds` is then the learner's wait for it).
     """
     # With Reanalyse, value targets bootstrap from the target network, reanalyse.td_steps ahead.
     t0 = time.perf_counter()
-    batch = replay_buffer.sample_batch(learner.train.num_unroll_steps, learner.td_steps)
-    if batch_hook is not None:
-        batch = batch_hook(batch)
+    sample = (prefetcher or replay_buffer).sample(learner.train.num_unroll_steps, learner.td_steps)
+    batch = sample.batch if batch_hook is None else batch_hook(sample.batch)
     t1 = time.perf_counter()
     metrics = learner.train_step(batch)
     seconds = time.perf_counter() - t1
     initial_value = metrics.pop("initial_value")
     finite = bool(metrics.pop("train/finite"))
     if finite:
-        replay_buffer.refresh_priorities(batch, initial_value)
+        replay_buffer.refresh_priorities(batch, initial_value, sample)
         if batch.importance_weight is not None:  # the largest weight shows how uneven sampling is
             metrics["replay/importance_weight_max"] = float(batch.importance_weight.max())
-        reanalysed = replay_buffer.last_reanalysed
-        if reanalysed is not None:
+        if (reanalysed := sample.reanalysed) is not None:
             # Share of the batch whose policy target (k = 0) is a reanalysed one, and its age.
             fresh = reanalysed >= 0
             metrics["reanalyse/fraction_fresh"] = float(fresh.sum()) / len(batch.actions)

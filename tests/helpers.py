@@ -18,7 +18,14 @@ CONNECT4 = str(ROOT / "configs" / "connect4.yaml")
 def muzero_command(
     *args: str, cwd: Path = ROOT, timeout: float = 600, input_text: str | None = None
 ) -> subprocess.CompletedProcess:
-    """Runs `muzero ARGS` as a user would (a new process; stdin: `input_text`, or none); returns it finished."""
+    """Runs `muzero ARGS` as a user would (a new process; stdin: `input_text`, or none); returns it finished.
+
+    `muzero train` runs the interleaved loop (`--backend local`) unless the test names a back
+    end: the tests compare numbers, and only that loop is bit-reproducible (the default,
+    `auto`, starts Ray actors on a machine with 2 cores or more).
+    """
+    if args and args[0] == "train" and "--backend" not in args:
+        args = (*args, "--backend", "local")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     stdin = subprocess.DEVNULL if input_text is None else None
     return subprocess.run(

@@ -10,6 +10,7 @@ import dataclasses
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -161,12 +162,12 @@ def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
     "args, fragment",
     [
         (
-            ["--set", "actors.min_live_actors=3"],
+            ["--set", "actors.num_actors=2", "--set", "actors.min_live_actors=3"],
             "--set actors.min_live_actors=3: actors.min_live_actors: expected at most actors.num_actors (2), got 3",
         ),
         (
-            ["--set", "actors.num_actors=0"],
-            "--set actors.num_actors=0: actors.num_actors: expected a value >= 1, got 0",
+            ["--set", "actors.num_actors=-1"],
+            "--set actors.num_actors=-1: actors.num_actors: expected a value >= 0, got -1",
         ),
         (
             ["--set", "actors.max_restarts=-2"],
@@ -180,7 +181,7 @@ def test_worker_plays_whole_games_and_counts_moves(monkeypatch):
             ["--set", "actors.max_inflight=2"],
             "--set actors.max_inflight=2: actors.max_inflight: unknown key (did you mean 'max_inflight_per_actor'?)",
         ),
-        (["--ray-address", "127.0.0.1:1"], "--ray-address: only with --backend ray"),
+        (["--backend", "local", "--ray-address", "127.0.0.1:1"], "--ray-address: only with --backend ray or auto"),
         # Port 1 on loopback: nothing listens there, so the connection is refused at once.
         (
             ["--backend", "ray", "--ray-address", "127.0.0.1:1"],
@@ -202,7 +203,7 @@ def test_local_backend_never_imports_ray(tmp_path):
         "import sys\n"
         "from muzero.cli import main, parse_flags\n"
         f"code = main(parse_flags(['muzero', 'train', '--config', {TINY!r}, '--logdir', {str(tmp_path / 'run')!r},"
-        " '--set', 'train.training_steps=4']))\n"
+        " '--set', 'train.training_steps=4', '--backend', 'local']))\n"
         "print(code, 'ray' in sys.modules)\n"
     )
     result = subprocess.run(
@@ -243,8 +244,8 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
     assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, result.stderr[-3000:]
     assert (run_dir / "checkpoints" / "ckpt-10.complete").is_file()
     assert _scalars(run_dir, "actors/live")[-1][1] == 2.0 and _scalars(run_dir, "actors/restarts")[-1][1] == 0.0
-    # 2 actors x 1 call each (actors.max_inflight_per_actor, default 1) at most.
-    assert 0 < max(value for _, value in _scalars(run_dir, "actors/inflight")) <= 2
+    # 2 actors x 2 calls each (actors.max_inflight_per_actor, default 2) at most.
+    assert 0 < max(value for _, value in _scalars(run_dir, "actors/inflight")) <= 4
 
     # Resume on the actors: replay and learner come from the checkpoint, actors start fresh
     # games; here with the compiled search, so TensorFlow and XLA run inside the actors.
@@ -468,3 +469,90 @@ def test_reanalyse_actors_refresh_replay_and_are_restarted(tmp_path, ray_address
     assert _scalars(tmp_path / "run", "reanalyse/actor_restarts")[-1][1] == 1.0
     # Reanalysed policy targets reached the learner's batches.
     assert max(value for _, value in _scalars(tmp_path / "run", "reanalyse/fraction_fresh")) > 0
+
+
+@pytest.mark.parametrize(
+    "num_actors, reanalyse, min_live, expected",
+    [
+        # 0 on an 8-core machine: one actor per core, 8; min_live_actors stays 1.
+        (0, ReanalyseConfig(), 1, (8, 1)),
+        # With 3 reanalyse actors on (fraction > 0): 8 - 3 = 5 self-play actors.
+        (0, ReanalyseConfig(fraction=0.5, num_actors=3), 1, (5, 1)),
+        # min_live_actors above the count made is cut to it: 8 - 7 = 1 actor, 1 needed alive.
+        (0, ReanalyseConfig(fraction=0.5, num_actors=7), 4, (1, 1)),
+        # A count in the config is kept.
+        (3, ReanalyseConfig(), 2, (3, 2)),
+    ],
+)
+def test_num_actors_0_is_one_per_core(monkeypatch, num_actors, reanalyse, min_live, expected):
+    from muzero.builder import with_actor_count
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    config = MuZeroConfig(actors=ActorsConfig(num_actors=num_actors, min_live_actors=min_live), reanalyse=reanalyse)
+    actors = with_actor_count(config, ray_address=None).actors
+    assert (actors.num_actors, actors.min_live_actors) == expected
+
+
+def _last_games_count(log: Path) -> int:
+    """The games in replay at the run's last progress line (0 before the first)."""
+    counts = re.findall(r"\| games (\d+) \|", log.read_text())
+    return int(counts[-1]) if counts else 0
+
+
+@pytest.mark.slow
+def test_sigkill_three_times_in_the_concurrent_loop_keeps_every_finished_game(tmp_path, ray_address):
+    run_dir, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    # A checkpoint every 150 steps and a progress line every 0.1 s: games reach replay (and the
+    # log) many times between two checkpoints, so a kill falls after games no checkpoint holds.
+    settings = [
+        "--backend",
+        "ray",
+        "--ray-address",
+        ray_address,
+        "--set",
+        "train.training_steps=100000",
+        "--set",
+        "train.checkpoint_interval=150",
+        "--set",
+        "run.log_every_seconds=0.1",
+        "--set",
+        "actors.num_actors=1",
+        "--set",
+        "selfplay.num_envs=2",
+    ]
+    command = [sys.executable, "-m", "muzero.cli", "train"]
+
+    def start(log: Path, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [*command, *args, *settings], env=_env(), cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
+
+    process = start(tmp_path / "log0", "--config", TINY, "--logdir", str(run_dir))
+    rng = np.random.default_rng(0)
+    from_journal = 0
+    for cycle in range(3):
+        log = tmp_path / f"log{cycle}"
+        deadline = time.time() + 180
+        while not complete_steps(checkpoints) or _last_games_count(log) == 0:
+            assert process.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        time.sleep(rng.uniform(0.5, 3.0))
+        process.kill()  # SIGKILL
+        process.wait()
+        finished = _last_games_count(log)  # every one of them was in replay when the line was printed
+        resumed = tmp_path / f"log{cycle + 1}"
+        process = start(resumed, "--resume", str(run_dir))
+        while not (
+            match := re.search(r"resumed from .*ckpt-\d+ at training step \d+ \((\d+) games", resumed.read_text())
+        ):
+            assert process.poll() is None and time.time() < deadline + 120, resumed.read_text()[-3000:]
+            time.sleep(0.1)
+        assert int(match.group(1)) >= finished, (cycle, match.group(0), finished)
+        from_journal += len(re.findall(r"games that finished after the checkpoint", resumed.read_text()))
+    while _last_games_count(resumed) <= int(match.group(1)):  # the resumed run goes on playing
+        assert process.poll() is None and time.time() < deadline + 240, resumed.read_text()[-3000:]
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 0
+    # The journal gave games back at least once: the kills did not all fall right after a checkpoint.
+    assert from_journal >= 1

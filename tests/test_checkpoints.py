@@ -222,6 +222,8 @@ def test_a_full_disk_stops_the_cli_with_one_line_and_the_last_checkpoint_loads(t
             "-c",
             _FULL_DISK_AT_STEP_10,
             "train",
+            "--backend",
+            "local",
             "--config",
             TINY,
             "--logdir",

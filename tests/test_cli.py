@@ -185,7 +185,7 @@ def test_a_garbled_run_config_exits_2(tmp_path):
 def test_a_signal_during_start_up_is_one_line_and_the_shells_status(tmp_path, signum):
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "muzero.cli", "train", "--config", TINY, "--logdir", str(run_dir)],
+        [sys.executable, "-m", "muzero.cli", "train", "--config", TINY, "--logdir", str(run_dir), "--backend", "local"],
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -47,6 +47,8 @@ def test_a_second_process_is_refused_and_kill_9_frees_the_lock(tmp_path):
             "-m",
             "muzero.cli",
             "train",
+            "--backend",
+            "local",
             "--config",
             TINY,
             "--logdir",

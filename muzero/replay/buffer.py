@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import functools
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -31,6 +33,37 @@ class Positions(NamedTuple):
     observation: np.ndarray
     legal: np.ndarray
     to_play: np.ndarray
+
+
+class Sample(NamedTuple):
+    """A training batch and where its positions live in replay (`ReplayBuffer.sample`), so that
+    the priorities written back after the step land on its rows even when other batches were
+    drawn meanwhile (`muzero.replay.prefetch`).
+
+    Attributes:
+      batch: the training batch.
+      rows: [B] the positions' rows in the flat copy (`FlatGames`).
+      layout: the flat copy's layout the rows belong to (rows move when it is rebuilt).
+      reanalysed: Reanalyse: [round(fraction * B)] the reanalysed step of the policy target at
+        k = 0 of the batch's first rows (-1: self-play's statistics); None when off.
+    """
+
+    batch: Batch
+    rows: np.ndarray
+    layout: int
+    reanalysed: np.ndarray | None
+
+
+def _locked(method: Callable) -> Callable:
+    """Runs `method` holding the buffer's lock: the learner's prefetching thread samples while
+    the main thread saves games, writes priorities and Reanalyse's results, or checkpoints."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 class ReplayBuffer:
@@ -98,7 +131,9 @@ class ReplayBuffer:
         # `rng` (so exact resume covers it); () leaves batches, and the RNG stream, as they are.
         self.symmetries = tuple(symmetries) if replay.augment_symmetries else ()
         self.with_unroll_observations = with_unroll_observations
+        self.lock = threading.RLock()
 
+    @_locked
     def save_game(self, game: Game, training_step: int = 0) -> None:
         """Adds a finished game; `training_step`: the learner's step when it arrives (the age
         of its search statistics, for Reanalyse)."""
@@ -119,6 +154,7 @@ class ReplayBuffer:
         """The games in the window, oldest first (a snapshot: saving a game does not change it)."""
         return tuple(self._window)
 
+    @_locked
     def state_dict(self) -> dict:
         """The buffer's contents as plain, picklable data (for checkpoints).
 
@@ -130,6 +166,7 @@ class ReplayBuffer:
             self._flat.store_reanalysis()
         return {"games": list(self._window), "games_saved": self.games_saved}
 
+    @_locked
     def load_state_dict(self, state: dict) -> None:
         self._window = collections.deque(state["games"], maxlen=self.window_size)
         self.games_saved = state["games_saved"]
@@ -140,14 +177,24 @@ class ReplayBuffer:
         return sum(len(game) for game in self._window)
 
     def sample_batch(self, num_unroll_steps: int, td_steps: int) -> Batch:
-        """Samples batch_size positions and their targets (pseudocode `sample_batch`).
+        """Samples batch_size positions and their targets (pseudocode `sample_batch`); `sample`
+        says how. The sampled rows are kept in `last_sampled` for `update_priorities`, and
+        Reanalyse's steps of the policy targets in `last_reanalysed`."""
+        sample = self.sample(num_unroll_steps, td_steps)
+        self.last_sampled, self._sampled_layout = sample.rows, sample.layout
+        if sample.reanalysed is not None:
+            self.last_reanalysed = sample.reanalysed
+        return sample.batch
+
+    @_locked
+    def sample(self, num_unroll_steps: int, td_steps: int) -> Sample:
+        """Samples batch_size positions and their targets, with their rows in replay.
 
         Draws (game, position) pairs as `sample_game` / `sample_position` do, then builds
         the targets for the whole batch at once with `make_batch_vectorized`, which is
         tested equal to the per-position `make_batch` (the pseudocode's `make_target`).
         With `replay.priority_alpha` > 0 the positions are drawn by priority instead
-        (`sample_prioritized`) and the batch carries their importance weights. The
-        sampled rows are kept in `last_sampled` for `update_priorities`.
+        (`sample_prioritized`) and the batch carries their importance weights.
 
         With Reanalyse on, the first round(fraction * B) rows take their policy targets from
         the positions' reanalysed statistics where they have some (`fresh_rows`), and value
@@ -165,7 +212,7 @@ class ReplayBuffer:
             else:
                 game_index = self.rng.choice(count, size=self.batch_size, p=probabilities)
             positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
-        self.last_sampled, self._sampled_layout = flat.move_start[game_index] + positions, flat.layout
+        sampled_rows = flat.move_start[game_index] + positions
         padding = self.rng.integers(self.action_space_size, size=(self.batch_size, num_unroll_steps))
         bootstrap = None
         if self.bootstrap_value_fn is not None:
@@ -179,17 +226,17 @@ class ReplayBuffer:
         batch = make_batch_vectorized(
             flat, game_index, positions, padding, num_unroll_steps, td_steps, self.discount, bootstrap, fresh_rows
         )
-        if fresh_rows:
-            self.last_reanalysed = flat.reanalysed_step[self.last_sampled[:fresh_rows]]
+        reanalysed = flat.reanalysed_step[sampled_rows[:fresh_rows]] if fresh_rows else None
         if self.with_unroll_observations:
             observation, mask = unroll_observations(flat, game_index, positions, num_unroll_steps)
             batch = batch._replace(unroll_observation=observation, unroll_mask=mask)
         if self.symmetries:
             batch = augment_batch(batch, self.symmetries, self.rng)
-        return batch._replace(importance_weight=importance_weight)
+        return Sample(batch._replace(importance_weight=importance_weight), sampled_rows, flat.layout, reanalysed)
 
     # Reanalyse's choice: the positions whose statistics are the oldest, so that the whole
     # window is searched again and again by ever newer networks, the oldest game first.
+    @_locked
     def positions_to_reanalyse(self, count: int, exclude: list[tuple[int, np.ndarray]] = ()) -> Positions | None:
         """The `count` positions in the window whose search statistics are the oldest (by the
         training step of the search that produced them: self-play's when never reanalysed;
@@ -220,6 +267,7 @@ class ReplayBuffer:
         to_play = flat.players[rows] if flat.final_player is not None else np.zeros(len(rows), np.int64)
         return Positions(rows, flat.layout, flat.images(game_index, positions), legal, to_play)
 
+    @_locked
     def store_reanalysis(self, rows: np.ndarray, layout: int, result, training_step: int) -> float:
         """Writes Reanalyse's search results for flat rows `rows` (of flat layout `layout`).
 
@@ -241,6 +289,7 @@ class ReplayBuffer:
         flat.reanalysed_step[rows] = training_step
         return float(np.mean(training_step - before))
 
+    @_locked
     def fraction_reanalysed(self) -> float:
         """Share of the positions in the window that were reanalysed at least once."""
         flat = self._flat_games()
@@ -282,22 +331,30 @@ class ReplayBuffer:
         )
         return game_index[draws], positions[draws], importance_weight
 
-    def refresh_priorities(self, batch: Batch, initial_value: np.ndarray) -> None:
+    def refresh_priorities(self, batch: Batch, initial_value: np.ndarray, sample: Sample | None = None) -> None:
         """After a training step on `batch`: priority |v - z| of its positions, v the value the
-        network predicted at k = 0 ([B]), z the batch's scalar n-step value target."""
-        self.update_priorities(priority(initial_value, batch.target_value[:, 0]))
-
-    def update_priorities(self, priorities: np.ndarray) -> None:
-        """Sets the priorities of the positions of the last batch (after a training step).
+        network predicted at k = 0 ([B]), z the batch's scalar n-step value target.
 
         Args:
-          priorities: [B] new |value - n-step value target| of the `last_sampled` positions.
+          sample: where the batch came from (`sample`); None: the last `sample_batch`.
+        """
+        self.update_priorities(priority(initial_value, batch.target_value[:, 0]), sample)
+
+    @_locked
+    def update_priorities(self, priorities: np.ndarray, sample: Sample | None = None) -> None:
+        """Sets the priorities of the positions of a batch (after a training step).
+
+        Args:
+          priorities: [B] new |value - n-step value target| of the batch's positions.
+          sample: the batch's `Sample`; None: the last `sample_batch`'s (`last_sampled`).
             Ignored when the flat copy was rebuilt since the batch was drawn (its rows moved).
         """
-        if self.last_sampled is None or self._flat is None or self._flat.layout != self._sampled_layout:
+        rows, layout = (self.last_sampled, self._sampled_layout) if sample is None else (sample.rows, sample.layout)
+        if rows is None or self._flat is None or self._flat.layout != layout:
             return
-        self._flat.priorities[self.last_sampled] = priorities
+        self._flat.priorities[rows] = priorities
 
+    @_locked
     def priority_mean(self) -> float:
         """Mean priority |value - target| over the positions in the window (for summaries)."""
         flat = self._flat_games()
