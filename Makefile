@@ -4,6 +4,7 @@
 # `make lint`:        ruff check and ruff format --check over the tree (fails on any finding).
 # `make format`:      ruff format and the safe ruff fixes, in place.
 # `make bench`:       scripts/bench_cartpole.py: CartPole from scratch on 3 seeds, into runs/bench_cartpole.
+# `make bench-throughput`: scripts/bench_throughput.py: FLOP rates, step FLOPs, self-play and the two loops, into runs/bench_throughput.
 # `make tensorboard`: TensorBoard on runs/ (LOGDIR=... for another folder; PORT=6006).
 # `make docs`:        the documentation site (MkDocs) into site/, --strict: a broken link fails;
 #                     the config reference (docs/config.md) is regenerated from muzero/config.py first.
@@ -16,7 +17,7 @@ STAMP := $(VENV)/.installed
 LOGDIR ?= runs
 PORT ?= 6006
 
-.PHONY: install train test lint format bench tensorboard docs config-docs clean
+.PHONY: install train test lint format bench bench-throughput tensorboard docs config-docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +43,9 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_cartpole.py $(ARGS)
+
+bench-throughput: $(STAMP)
+	$(BIN)/python scripts/bench_throughput.py $(ARGS)
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir $(LOGDIR) --port $(PORT)

@@ -244,3 +244,92 @@ def test_probe_tictactoe_reads_a_run(tictactoe_tiny_run, monkeypatch, capsys):
     # The first-move prior: 3 rows of 3 probabilities summing to 1.
     prior = [float(p) for line in out.splitlines()[-3:] for p in line.split()]
     assert len(prior) == 9 and sum(prior) == pytest.approx(1.0, abs=0.02)
+
+
+def test_bench_throughput_counts_a_dense_and_a_conv_layer_by_hand():
+    import keras
+    import tensorflow as tf
+
+    bench = load_script("bench_throughput")
+
+    def forward_backward(layer, x, wrt_input=True):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+        return y, tape.gradient(y, [x, layer.kernel] if wrt_input else layer.kernel)
+
+    # Dense 3 -> 4 (no bias) on a batch of 2: the forward x[2,3] @ W[3,4] is 2*2*3*4 = 48
+    # FLOPs; the backward is dx = g[2,4] @ W^T[4,3] (2*2*4*3 = 48) and dW = x^T[3,2] @ g[2,4]
+    # (2*3*2*4 = 48): 144 in all, 3 x the forward.
+    dense = keras.layers.Dense(4, use_bias=False)
+    dense.build((2, 3))
+    counts = bench.graph_flops(lambda x: forward_backward(dense, x), tf.TensorSpec([2, 3]))
+    assert counts == {"MatMul": 144} and 3 * bench.matmul_flops(2, 3, 4) == 144
+    # Without dx, its product is left out (as at run time, and as XLA drops it): 48 + 48.
+    counts = bench.graph_flops(lambda x: forward_backward(dense, x, wrt_input=False), tf.TensorSpec([2, 3]))
+    assert counts == {"MatMul": 96}
+    # A 3x3 SAME convolution of one 4x4 image, 2 -> 3 planes: 2*1*4*4*3*(3*3*2) = 1,728 FLOPs,
+    # and as many for each of its two backprops (to the input, to the kernel).
+    conv = keras.layers.Conv2D(3, 3, padding="same", use_bias=False)
+    conv.build((1, 4, 4, 2))
+    counts = bench.graph_flops(lambda x: forward_backward(conv, x), tf.TensorSpec([1, 4, 4, 2]))
+    assert counts == {"Conv2D": 1728, "Conv2DBackpropInput": 1728, "Conv2DBackpropFilter": 1728}
+    assert bench.conv_flops(1, 4, 4, 3, (3, 3, 2)) == 1728
+    assert bench.KERNELS[0].flops == 2 * 1024**3
+
+
+def test_bench_throughput_times_kernels_with_and_without_xla():
+    bench = load_script("bench_throughput")
+    kernels = [
+        bench.Kernel("matmul", "matmul", (8, 8), (8, 8)),
+        bench.Kernel("conv", "conv", (1, 4, 4, 2), (3, 3, 2, 2)),
+    ]
+    measured = bench.measure_kernels(kernels, repetitions=1)
+    # Each kernel with and without XLA, chained up to MAX_CHAIN ops per call (tiny ops: the cap).
+    assert [(row["kernel"], row["xla"], row["ops_per_call"]) for row in measured["kernels"]] == [
+        ("matmul", False, 64), ("matmul", True, 64), ("conv", False, 64), ("conv", True, 64),
+    ]  # fmt: skip
+    assert all(row["gflops"] > 0 for row in measured["kernels"]) and measured["empty_call_us"]["xla"] > 0
+
+
+def test_bench_throughput_steps_and_selfplay_on_the_tiny_config(tmp_path):
+    bench = load_script("bench_throughput")
+    argv = ["--sections", "steps,selfplay", "--configs", str(ROOT / "configs" / "tiny.yaml"), "--out", str(tmp_path)]
+    results = bench.main([*argv, "--steps", "1", "--moves", "2"])
+    (step,) = results["steps"]
+    # Forward + backward: about 3 x the forward pass (the first layer has no input gradient).
+    assert step["gflop_per_step"] > 0 and 2.5 < step["step_over_forward"] < 3.1
+    assert step["train_step_ms"] > 0 and "fraction_of_matmul" not in step  # no flops section: no reference
+    (selfplay,) = results["selfplay"]
+    assert selfplay["moves"] == 2 * selfplay["games"] and selfplay["moves_per_s"] > 0
+    assert {p.name for p in tmp_path.iterdir()} == {"steps.csv", "selfplay.csv", "results.json"}
+
+
+def test_bench_throughput_reads_a_training_run():
+    bench = load_script("bench_throughput")
+    progress = (
+        "progress.py:133] step {}/1000000000 (0.0%) ETA 1:00:00 | games {} | moves {} | return(last 20) 9.2 | loss -"
+    )
+    lines = [
+        (10.0, progress.format(100, 5, 200)),
+        (30.0, progress.format(500, 20, 1000)),
+        (50.0, progress.format(1500, 60, 3000)),
+        (55.0, "commands.py:104] stopped by SIGINT at training step 1600 with a final checkpoint; continue with: ..."),
+    ]
+    # The whole machine's busy and total jiffies and the run's own CPU seconds, sampled at 0, 30, 40 and 50 s.
+    samples = [
+        {"seconds": s, "busy": b, "total": t, "run_seconds": r}
+        for s, b, t, r in ((0, 0, 0, 0), (30, 50, 100, 30), (40, 130, 200, 38), (50, 190, 300, 48))
+    ]
+    summary = bench.summarize_run(lines, samples, stopped_at=52.0, cores=2)
+    # From 30 to 50 s: 1,000 steps and 2,000 moves in 20 s; whole run: 1,600 steps in the 52 s to the signal.
+    assert summary["final_step"] == 1600 and summary["whole_steps_per_s"] == 1600 / 52
+    assert summary["steady_steps_per_s"] == 50 and summary["steady_env_steps_per_hour"] == 360_000
+    assert summary["steady_steps_per_env_step"] == 0.5 and summary["whole_env_steps_per_hour"] == 3000 / 50 * 3600
+    assert summary["whole_steps_per_env_step"] == 1500 / 3000  # at the last progress line
+    # Machine (of 200%): 80 and 60 of 100 jiffies busy after 30 s -> 160% and 120%, median 140%; mean 190/300.
+    assert summary["cpu_median_steady"] == 140 and summary["cpu_mean"] == 200 * 190 / 300
+    # The run's processes: 8 and 10 CPU seconds in 10 s -> 80% and 100%; 48 s in 50 s overall.
+    assert summary["run_cpu_median_steady"] == 90 and summary["run_cpu_mean"] == 96
+    # /proc/stat: busy = user + nice + system + irq + softirq + steal; total adds idle and iowait.
+    assert bench.cpu_jiffies("cpu  10 2 3 100 5 1 1 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n") == (17, 122)
