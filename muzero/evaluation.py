@@ -26,11 +26,10 @@ from muzero.factories import make_run_network
 from muzero.game import Game
 from muzero.greedy import GreedyPlayer, make_greedy_player
 from muzero.networks.base import Network
-from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, write_atomically
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, OPPONENT_FILE, write_atomically
 from muzero.video import EvaluationVideos, RecordingEnvironment, save_episodes
 
 EVAL_COLUMNS = ["training_step", "env_steps", "games", "wall_seconds", "eval_seconds", "mean_return", "std_return"]
-OPPONENT_FILE = "eval_opponents.csv"
 OPPONENT_COLUMNS = ["training_step", "env_steps", "wall_seconds", "opponent", "side", "games", "win", "draw", "loss"]
 
 

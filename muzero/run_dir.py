@@ -29,6 +29,7 @@ from typing import BinaryIO
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 EVAL_FILE = "eval.csv"
+OPPONENT_FILE = "eval_opponents.csv"  # board games' matches at each evaluation
 JOURNAL_DIR = "games"  # the concurrent loop's finished games (muzero/replay/journal.py)
 LOCK_FILE = "lock"
 LOG_FILE = "log.txt"
@@ -239,7 +240,39 @@ def check_resumable(run_dir: Path, hold: bool = True) -> list[int]:
     steps = complete_steps(run_dir / CHECKPOINT_DIR)
     if not steps:
         raise RunDirError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint to resume from")
+    check_run_files(run_dir)
     return steps
+
+
+# What a resumed run appends to or writes into: files, and folders.
+RUN_FILES = (LOG_FILE, EVAL_FILE, OPPONENT_FILE)
+RUN_FOLDERS = ("videos", JOURNAL_DIR)
+
+
+def check_run_files(run_dir: Path) -> None:
+    """The files and folders a resumed run writes are what they should be (a file, a folder)
+    and writable, before anything is written.
+
+    Raises:
+      RunDirError: the first that is not, in one line.
+    """
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.exists() or path.is_symlink():
+            if not path.is_file():
+                raise RunDirError(f"{path}: expected a file, found {_kind(path)}; move it away to resume")
+            if not os.access(path, os.W_OK):
+                raise RunDirError(f"{path}: cannot write it (permission denied)")
+    for name in RUN_FOLDERS:
+        path = run_dir / name
+        if (path.exists() or path.is_symlink()) and not path.is_dir():
+            raise RunDirError(f"{path}: expected a folder, found {_kind(path)}; move it away to resume")
+
+
+def _kind(path: Path) -> str:
+    if path.is_symlink() and not path.exists():
+        return "a broken symbolic link"
+    return "a folder" if path.is_dir() else "a file" if path.is_file() else "something that is neither file nor folder"
 
 
 def check_finished_run(run_dir: Path) -> None:

@@ -121,3 +121,38 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     with pytest.raises(OSError, match="No space left on device"):
         write_atomically(path, full_disk)
     assert path.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["eval.csv"]
+
+
+@pytest.mark.parametrize(
+    "name, make, fragment",
+    [
+        # log.txt a folder: appending the resumed run's lines would fail after start-up.
+        ("log.txt", lambda path: path.mkdir(), "expected a file, found a folder; move it away to resume"),
+        ("eval.csv", lambda path: path.mkdir(), "expected a file, found a folder; move it away to resume"),
+        (
+            "eval.csv",
+            lambda path: path.symlink_to(path.parent / "nowhere"),
+            "expected a file, found a broken symbolic link; move it away to resume",
+        ),
+        ("videos", lambda path: path.write_text("x"), "expected a folder, found a file; move it away to resume"),
+        ("games", lambda path: path.write_text("x"), "expected a folder, found a file; move it away to resume"),
+    ],
+)
+def test_a_run_file_that_is_not_what_it_should_be_exits_2_on_resume(tiny_run, tmp_path, name, make, fragment):
+    from tests.helpers import copy_run
+
+    run_dir = copy_run(tiny_run, tmp_path / "run")
+    path = run_dir / name
+    if path.is_dir():
+        import shutil
+
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+    make(path)
+    before = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+    result = muzero_command("train", "--resume", str(run_dir))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [f"muzero train: error: {path}: {fragment}"]
+    # Nothing else touched: the same entries as before (the lock comes and goes).
+    assert sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*")) == before
