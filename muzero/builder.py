@@ -256,6 +256,7 @@ def resume_run(parts: RunParts, run_dir: Path, step: int | None = None) -> int:
     checkpointer = parts.checkpointer
     chosen = step is not None
     step, state = checkpointer.restore(step)
+    parts.learner.forget_step()
     set_aside = checkpointer.set_aside_after(step)
     if set_aside is not None:
         logging.warning(

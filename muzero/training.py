@@ -10,7 +10,7 @@ Documented choices (docs/choices.md lists them with the others where the pseudoc
   biases included, as `network.get_weights()` in the pseudocode.
 * Prioritized replay: each sample's summed step loss is multiplied by its importance
   weight before the batch mean (weights 1 without priorities: the same numbers).
-* Not MuZero, off by default: an EfficientZero-style consistency loss (`consistency_loss`).
+* Not MuZero, off by default: an EfficientZero-style consistency loss (`muzero/consistency.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from muzero.config import TrainConfig
+from muzero.consistency import consistency_loss
 from muzero.gradient_scaling import scale_gradient
 from muzero.networks.keras import KerasNetwork
 from muzero.replay import Batch, ReplayBuffer
@@ -63,38 +64,6 @@ def make_optimizer(train: TrainConfig) -> keras.optimizers.Optimizer:
         staircase=False,
     )
     return keras.optimizers.SGD(learning_rate=schedule, momentum=train.momentum)
-
-
-# Why (EfficientZero, Ye et al. 2021; not MuZero): the model's hidden states are trained
-# only by the value, reward and policy they predict, which in a board game say little
-# until a line is nearly complete. Asking the state the dynamics reach after k real
-# actions to point the same way as the representation of the real observation there
-# (the target gets no gradient) gives every unroll step a dense signal about the game
-# itself. EfficientZero-style, not EfficientZero's: it compares projections, with a
-# prediction head on the dynamics side (SimSiam's asymmetry). Here the two hidden states
-# are compared directly, each centred on its own mean first: min-max scaled states have
-# no negative elements, so any two of them are already close in plain cosine (the loss
-# stayed near 0.03 in a tic-tac-toe run, docs/boardgames/consistency_uncentred/); centred, it is
-# their correlation. The value, reward and policy losses keep them from collapsing.
-def consistency_loss(predicted: tf.Tensor, target: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Per-sample 1 - cosine similarity of the centred states.
-
-    Args:
-      predicted: [B, *hidden_shape] hidden state from the dynamics function.
-      target: [B, *hidden_shape] representation of the real observation (gradient stopped here).
-      mask: [B] 1 where the real observation exists (inside the game), else 0.
-
-    Returns:
-      [B] in [0, 2]: (1 - cos(predicted - mean(predicted), target - mean(target))) * mask, the
-      means over each sample's elements.
-    """
-
-    def centred_unit(x: tf.Tensor) -> tf.Tensor:
-        x = tf.reshape(tf.cast(x, tf.float32), [tf.shape(x)[0], -1])
-        return tf.math.l2_normalize(x - tf.reduce_mean(x, axis=-1, keepdims=True), axis=-1)
-
-    similarity = tf.reduce_sum(centred_unit(predicted) * centred_unit(tf.stop_gradient(target)), axis=-1)
-    return (1.0 - similarity) * mask
 
 
 # Why: MuZero trains its model only through what it predicts along real
@@ -291,6 +260,7 @@ class Learner:
         self.grad_summary_interval = grad_summary_interval
         self.optimizer = make_optimizer(train)
         self.optimizer.build(network.trainable_variables)
+        self._training_step: int | None = None
         k = train.num_unroll_steps
         bins = num_bins(network.support_size)
         scalar_shape = [None, k + 1, bins] if network.support_size else [None, k + 1]
@@ -312,20 +282,26 @@ class Learner:
         }
         weight_decay = train.weight_decay
 
-        def step(batch: Batch) -> dict:
-            return update_weights(self.optimizer, self.network, batch, weight_decay, **weights)
-
-        def step_with_norms(batch: Batch) -> dict:
-            return update_weights(self.optimizer, self.network, batch, weight_decay, gradient_norms=True, **weights)
+        # Also the step counter after the update: a host read of the variable is an eager op.
+        def step(batch: Batch, gradient_norms: bool = False) -> dict:
+            out = update_weights(self.optimizer, self.network, batch, weight_decay, gradient_norms, **weights)
+            return {**out, "train/iterations": tf.identity(self.optimizer.iterations)}
 
         jit = train.jit_compile
         self._step = tf.function(step, input_signature=[signature], jit_compile=jit)
         # Traced only when first used: no cost when gradient summaries are off.
-        self._step_with_norms = tf.function(step_with_norms, input_signature=[signature], jit_compile=jit)
+        self._step_with_norms = tf.function(lambda b: step(b, True), input_signature=[signature], jit_compile=jit)
 
     @property
     def training_step(self) -> int:
-        return int(self.optimizer.iterations.numpy())
+        """The optimizer's step counter: the last `train_step`'s, or read after `forget_step`."""
+        if self._training_step is None:
+            self._training_step = int(self.optimizer.iterations.numpy())
+        return self._training_step
+
+    def forget_step(self) -> None:
+        """The optimizer's variables were restored: `training_step` reads the counter again."""
+        self._training_step = None
 
     def prepare(self, batch: Batch) -> Batch:
         """Turns scalar value/reward targets into two-hot supports when the network is categorical,
@@ -366,7 +342,8 @@ class Learner:
         interval = self.grad_summary_interval
         with_norms = interval > 0 and (self.training_step + 1) % interval == 0
         metrics = (self._step_with_norms if with_norms else self._step)(self.prepare(batch))
-        self.network.steps = self.training_step
+        self._training_step = int(metrics.pop("train/iterations"))
+        self.network.steps = self._training_step
         return {name: value.numpy() if name == "initial_value" else float(value) for name, value in metrics.items()}
 
     def tracing_count(self) -> int:

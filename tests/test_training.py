@@ -9,10 +9,11 @@ import pytest
 import tensorflow as tf
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
+from muzero.consistency import consistency_loss
 from muzero.gradient_scaling import scale_gradient
 from muzero.networks.mlp import MLPNetwork
 from muzero.replay import Batch
-from muzero.training import Learner, consistency_loss, learning_rate, make_optimizer, muzero_loss
+from muzero.training import Learner, learning_rate, make_optimizer, muzero_loss
 
 
 class TestScaleGradient:
