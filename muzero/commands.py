@@ -16,9 +16,10 @@ from pathlib import Path
 
 from absl import logging
 
+from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_yaml
 from muzero.config_loader import config_changes, load_config
-from muzero.envs import EnvironmentSpecError, check_environment
+from muzero.envs import EnvironmentSpec, EnvironmentSpecError, check_environment
 from muzero.progress import log_to_file
 from muzero.run_dir import (
     CHECKPOINT_DIR,
@@ -64,6 +65,7 @@ def command_train(args: argparse.Namespace) -> int:
             check_opponents(config.game, config.run.eval_opponents)
     except EnvironmentSpecError as error:
         raise UsageError(f"{_blame(args.set, error.key, where)}: {error.key}: {error}") from None
+    memory = _check_memory(config, spec, args)
     if args.print_config:  # a dry run: everything above is checked, nothing is written
         if args.logdir is not None:
             check_new_run_dir(Path(args.logdir))
@@ -77,6 +79,7 @@ def command_train(args: argparse.Namespace) -> int:
     else:
         logdir = new_default_run_dir(config_paths[-1])
     log_to_file(logdir / LOG_FILE)
+    logging.info(memory)
 
     load_tensorflow()
     from muzero.actors import ClusterError
@@ -124,6 +127,27 @@ def command_train(args: argparse.Namespace) -> int:
             " ".join(map(str, result["games_by_actor"])),
         )
     return 0
+
+
+def _check_memory(config: MuZeroConfig, spec: EnvironmentSpec, args: argparse.Namespace) -> str:
+    """The run's memory estimate against the limit (`muzero.memory`), before anything heavy is
+    done or written; returns the line to log. Counts a process per self-play actor when the
+    back end will be Ray."""
+    from muzero.memory import available_memory, estimate_memory, gib, memory_problem
+
+    processes = 1
+    cores = os.cpu_count() or 1
+    ray = args.backend == "ray" or (
+        args.backend == "auto" and (args.ray_address is not None or (cores >= 2 and importlib.util.find_spec("ray")))
+    )
+    if ray and args.ray_address is None:  # actors on other machines use their memory
+        processes += config.actors.num_actors or cores
+    available = available_memory()
+    problem = memory_problem(config, spec, available, processes)
+    if problem is not None:
+        raise UsageError(problem)
+    estimate = estimate_memory(config, spec, processes).describe()
+    return f"memory: up to {estimate} estimated; available: {gib(available) if available else 'unknown'}"
 
 
 def _blame(overrides: list[str], key: str, where: str) -> str:

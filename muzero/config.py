@@ -240,6 +240,9 @@ class ReplayConfig:
 
     # Newest games kept (the pseudocode's window counts games, not positions).
     window_size: int = field(default=1_000_000, metadata=_range(min=1))
+    # Also at most this many bytes of games, counted as TensorBoard's replay/bytes counts them
+    # (`muzero.replay.buffer.game_nbytes`); the oldest games leave first. 0: no bound.
+    max_bytes: int = field(default=0, metadata=_range(min=0))
     # Training starts once this many games are in the buffer.
     min_games: int = field(default=1, metadata=_range(min=1))
     # "position": game drawn with probability proportional to its length, so every
@@ -276,6 +279,9 @@ class RunConfig:
     seed: int = field(default=0, metadata=_range(min=0))
     # Seconds between progress lines on the terminal.
     log_every_seconds: float = field(default=10.0, metadata=_range(gt=0.0))
+    # GiB the run may use (muzero/memory.py estimates it at start, before any heavy work, and
+    # refuses a config that would need more); 0: the machine's available memory.
+    memory_limit: float = field(default=0.0, metadata=_range(min=0.0))
     # Greedy evaluation every this many training steps (0: never), over this many episodes.
     eval_interval: int = field(default=0, metadata=_range(min=0))
     # Greedy episodes per evaluation.

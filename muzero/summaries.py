@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from muzero.replay.buffer import game_nbytes
+
 # The suffix of tags logged against environment steps instead of training steps.
 BY_ENV_STEP = "_by_env_step"
 # Observation frames written per image summary (`images`).
@@ -84,12 +86,8 @@ class ReplayFootprint:
 
     @staticmethod
     def game_size(game) -> tuple[int, int]:
-        """(positions, bytes) of one game."""
-        moves = len(game.history)
-        nbytes = sum(np.asarray(observation).nbytes for observation in game.observations)
-        # actions (int64), rewards and root values (float64), visit distributions [moves, A] float64.
-        nbytes += 8 * (moves + len(game.rewards) + len(game.root_values)) + 8 * moves * game.action_space_size
-        return len(game), nbytes
+        """(positions, bytes) of one game (bytes as `replay.max_bytes` counts them)."""
+        return len(game), game_nbytes(game)
 
     def measure(self, games: Iterable) -> tuple[int, int]:
         """(positions, bytes) of `games`, the buffer's current contents."""

@@ -54,6 +54,15 @@ class Sample(NamedTuple):
     reanalysed: np.ndarray | None
 
 
+def game_nbytes(game: Game) -> int:
+    """Bytes of a stored game as `replay.max_bytes` and TensorBoard's replay/bytes count them:
+    its observations, and its actions (int64), rewards and root values (float64) and visit
+    distributions ([moves, A] float64) as arrays."""
+    moves = len(game.history)
+    nbytes = sum(np.asarray(observation).nbytes for observation in game.observations)
+    return nbytes + 8 * (moves + len(game.rewards) + len(game.root_values)) + 8 * moves * game.action_space_size
+
+
 def _locked(method: Callable) -> Callable:
     """Runs `method` holding the buffer's lock: the learner's prefetching thread samples while
     the main thread saves games, writes priorities and Reanalyse's results, or checkpoints."""
@@ -101,6 +110,9 @@ class ReplayBuffer:
         symmetries: tuple[Symmetry, ...] = (),
     ):
         self.window_size = replay.window_size
+        self.max_bytes = replay.max_bytes
+        self._sizes: collections.deque[int] = collections.deque()  # game_nbytes of each game in the window
+        self.nbytes = 0
         self.batch_size = batch_size
         self.action_space_size = action_space_size
         self.sample_by = replay.sample_by
@@ -138,13 +150,23 @@ class ReplayBuffer:
         """Adds a finished game; `training_step`: the learner's step when it arrives (the age
         of its search statistics, for Reanalyse)."""
         game.saved_step = training_step
-        # The deque drops the oldest game once the window is full.
+        if len(self._window) == self.window_size:
+            self._drop_oldest()
         if self._flat is not None:
-            if len(self._window) == self.window_size:
-                self._flat.drop_oldest()
             self._flat.append(game)
         self._window.append(game)
+        self._sizes.append(game_nbytes(game))
+        self.nbytes += self._sizes[-1]
         self.games_saved += 1
+        # `replay.max_bytes`: the oldest games leave first; the newest stays, whatever its size.
+        while self.max_bytes and self.nbytes > self.max_bytes and len(self._window) > 1:
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        self._window.popleft()
+        self.nbytes -= self._sizes.popleft()
+        if self._flat is not None:
+            self._flat.drop_oldest()
 
     def __len__(self) -> int:
         return len(self._window)
@@ -169,6 +191,8 @@ class ReplayBuffer:
     @_locked
     def load_state_dict(self, state: dict) -> None:
         self._window = collections.deque(state["games"], maxlen=self.window_size)
+        self._sizes = collections.deque(game_nbytes(game) for game in self._window)
+        self.nbytes = sum(self._sizes)
         self.games_saved = state["games_saved"]
         self._flat = None
         self.last_sampled = None
