@@ -69,3 +69,12 @@ def write_csv(path: Path, rows: Sequence[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
+
+
+def save_figure(fig, out: Path, title: str) -> None:
+    """`fig` (matplotlib) titled, laid out and written to `out` (its folder made), said on stdout."""
+    fig.suptitle(title)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")

@@ -12,6 +12,8 @@ import argparse
 import csv
 from pathlib import Path
 
+from benchlib import save_figure
+
 
 def read_eval(run_dir: Path) -> dict[str, list[float]]:
     with open(run_dir / "eval.csv", newline="") as f:
@@ -53,11 +55,7 @@ def main() -> None:
     by_steps.set_xlabel("environment steps (self-play moves)")
     by_time.set_ylabel("greedy return (mean ± std)")
     by_steps.legend(loc="lower right", fontsize=8)
-    fig.suptitle(args.title)
-    fig.tight_layout()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=110)
-    print(f"wrote {args.out}")
+    save_figure(fig, args.out, args.title)
 
 
 if __name__ == "__main__":

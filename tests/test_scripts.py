@@ -333,3 +333,21 @@ def test_bench_throughput_reads_a_training_run():
     assert summary["run_cpu_median_steady"] == 90 and summary["run_cpu_mean"] == 96
     # /proc/stat: busy = user + nice + system + irq + softirq + steal; total adds idle and iowait.
     assert bench.cpu_jiffies("cpu  10 2 3 100 5 1 1 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n") == (17, 122)
+
+
+def test_plot_scalars_reads_a_runs_replay_bytes(tiny_run, tmp_path):
+    plot = load_script("plot_scalars")
+    steps, values = plot.read_scalars(tiny_run, "replay/bytes")
+    # Written at each collection with new games, step by step; never more than the window
+    # (20 games) of CartPole's at most 50 moves: 20 x (51 x 16 + 8 x 50 x 3 + 8 x 50 x 2) bytes.
+    assert steps == sorted(steps) and len(steps) > 0
+    assert all(0 < value <= 20 * (51 * 16 + 8 * 50 * 5) for value in values)
+    out = tmp_path / "bytes.png"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "plot_scalars.py"), str(tiny_run), "replay/bytes", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0 and out.stat().st_size > 0, result.stderr[-2000:]
