@@ -140,13 +140,14 @@ def _check_memory(config: MuZeroConfig, spec: EnvironmentSpec, args: argparse.Na
     ray = args.backend == "ray" or (
         args.backend == "auto" and (args.ray_address is not None or (cores >= 2 and importlib.util.find_spec("ray")))
     )
-    if ray and args.ray_address is None:  # actors on other machines use their memory
+    local_ray = bool(ray) and args.ray_address is None  # a cluster's actors use their machines' memory
+    if local_ray:
         processes += config.actors.num_actors or cores
     available = available_memory()
-    problem = memory_problem(config, spec, available, processes)
+    problem = memory_problem(config, spec, available, processes, local_ray)
     if problem is not None:
         raise UsageError(problem)
-    estimate = estimate_memory(config, spec, processes).describe()
+    estimate = estimate_memory(config, spec, processes, local_ray).describe()
     return f"memory: up to {estimate} estimated; available: {gib(available) if available else 'unknown'}"
 
 

@@ -33,6 +33,9 @@ GIB = 1024**3
 # this project's machine, 0.7-0.8 GB for a CartPole or tic-tac-toe learner, 0.85 GB for a
 # Ray self-play actor; rounded up.
 PROCESS_BYTES = GIB
+# Ray's own services on the machine (raylet, GCS, agents) in the concurrent loop: 0.41 GB
+# resident in `ps` during a MinAtar run here; rounded up.
+RAY_SERVICES_BYTES = GIB // 2
 # Per stored move, besides its observation: the Python objects of the move's action,
 # reward, root value and priority (a float or int object and its list slot, 32 bytes
 # each), the visit distribution's list (56 bytes + 32 per action), the numpy array holding
@@ -81,9 +84,11 @@ def gib(nbytes: float) -> str:
     return f"{nbytes / GIB:.2f} GiB"
 
 
-def estimate_memory(config: MuZeroConfig, spec: EnvironmentSpec, processes: int = 1) -> MemoryEstimate:
+def estimate_memory(
+    config: MuZeroConfig, spec: EnvironmentSpec, processes: int = 1, ray: bool = False
+) -> MemoryEstimate:
     """The run's peak memory, bounded from the config and the game (`muzero.memory` says how);
-    `processes`: the learner's and the self-play actors'."""
+    `processes`: the learner's and the self-play actors'; `ray`: Ray's services run here too."""
     replay = config.replay.window_size * config.game.max_moves * position_bytes(spec)
     if config.replay.max_bytes:  # counted as arrays: scaled up to the objects that hold them
         replay = min(replay, config.replay.max_bytes * position_bytes(spec) // counted_position_bytes(spec))
@@ -109,7 +114,8 @@ def estimate_memory(config: MuZeroConfig, spec: EnvironmentSpec, processes: int 
         train.batch_size * height_width_channels * (1 + train.num_unroll_steps * bool(train.consistency_loss_weight))
     )
     batch = 4 * (observations + rows * (2 * bins + spec.action_space_size + 4) + 2 * rows * layers * state)
-    return MemoryEstimate(int(replay), int(batch), int(4 * 3 * weights), processes * PROCESS_BYTES)
+    runtime = processes * PROCESS_BYTES + (RAY_SERVICES_BYTES if ray else 0)
+    return MemoryEstimate(int(replay), int(batch), int(4 * 3 * weights), runtime)
 
 
 def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -124,11 +130,11 @@ def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
 
 
 def memory_problem(
-    config: MuZeroConfig, spec: EnvironmentSpec, available: int | None, processes: int = 1
+    config: MuZeroConfig, spec: EnvironmentSpec, available: int | None, processes: int = 1, ray: bool = False
 ) -> str | None:
     """One line when the estimate exceeds `run.memory_limit` (GiB; 0: `available`), else None."""
     limit = config.run.memory_limit * GIB if config.run.memory_limit else available
-    estimate = estimate_memory(config, spec, processes)
+    estimate = estimate_memory(config, spec, processes, ray)
     if limit is None or estimate.total <= limit:
         return None
     where = "run.memory_limit" if config.run.memory_limit else "the machine's available memory"

@@ -40,6 +40,8 @@ def test_estimate_of_an_mlp_config_by_hand():
     # Network: 6 layers x 16 x 16 weights, x 3 (weights, momentum, gradients) x 4 bytes.
     assert estimate.network == 4 * 3 * 6 * 16 * 16
     assert estimate.total == estimate.replay + estimate.batch + estimate.network + 2 * GIB
+    # On Ray on this machine, its services too: half a GiB more.
+    assert estimate_memory(config, CARTPOLE, processes=2, ray=True).total == estimate.total + GIB // 2
 
 
 def test_max_bytes_caps_the_replay_estimate():
