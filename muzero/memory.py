@@ -30,9 +30,9 @@ from muzero.networks.base import image_shape
 
 GIB = 1024**3
 # One process with TensorFlow and the project's libraries: resident memory seen with `ps` on
-# this project's machine, 0.7-0.8 GB for a CartPole or tic-tac-toe learner, 0.85 GB for a
-# Ray self-play actor; rounded up.
-PROCESS_BYTES = GIB
+# this project's machine, 0.7-0.85 GB early in CartPole and tic-tac-toe runs, 3.21 GiB for the
+# learner and 2 actors at the peak of a 30-minute MinAtar run (1.07 GiB each); with a margin.
+PROCESS_BYTES = 5 * GIB // 4
 # Ray's own services on the machine (raylet, GCS, agents) in the concurrent loop: 0.41 GB
 # resident in `ps` during a MinAtar run here; rounded up.
 RAY_SERVICES_BYTES = GIB // 2

@@ -9,7 +9,7 @@ import numpy as np
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, ReplayConfig, RunConfig, TrainConfig
 from muzero.envs import EnvironmentSpec
-from muzero.memory import GIB, available_memory, estimate_memory, memory_problem, position_bytes
+from muzero.memory import GIB, PROCESS_BYTES, available_memory, estimate_memory, memory_problem, position_bytes
 from muzero.replay.buffer import game_nbytes
 from tests.helpers import ROOT, TINY
 from tests.test_replay import line_game, replay_buffer
@@ -39,7 +39,7 @@ def test_estimate_of_an_mlp_config_by_hand():
     assert estimate.batch == 4 * (40 + 30 * 16 + 2 * 30 * 6 * 16)
     # Network: 6 layers x 16 x 16 weights, x 3 (weights, momentum, gradients) x 4 bytes.
     assert estimate.network == 4 * 3 * 6 * 16 * 16
-    assert estimate.total == estimate.replay + estimate.batch + estimate.network + 2 * GIB
+    assert estimate.total == estimate.replay + estimate.batch + estimate.network + 2 * PROCESS_BYTES
     # On Ray on this machine, its services too: half a GiB more.
     assert estimate_memory(config, CARTPOLE, processes=2, ray=True).total == estimate.total + GIB // 2
 
