@@ -529,11 +529,12 @@ def test_sigkill_three_times_in_the_concurrent_loop_keeps_every_finished_game(tm
 
     process = start(tmp_path / "log0", "--config", TINY, "--logdir", str(run_dir))
     rng = np.random.default_rng(0)
-    from_journal = 0
+    from_journal = resumed_with = 0
     for cycle in range(3):
         log = tmp_path / f"log{cycle}"
         deadline = time.time() + 180
-        while not complete_steps(checkpoints) or _last_games_count(log) == 0:
+        # A checkpoint, and games played since this run started (not only those it resumed with).
+        while not complete_steps(checkpoints) or _last_games_count(log) <= resumed_with + 2:
             assert process.poll() is None and time.time() < deadline, log.read_text()[-3000:]
             time.sleep(0.1)
         time.sleep(rng.uniform(0.5, 3.0))
@@ -547,9 +548,10 @@ def test_sigkill_three_times_in_the_concurrent_loop_keeps_every_finished_game(tm
         ):
             assert process.poll() is None and time.time() < deadline + 120, resumed.read_text()[-3000:]
             time.sleep(0.1)
-        assert int(match.group(1)) >= finished, (cycle, match.group(0), finished)
+        resumed_with = int(match.group(1))
+        assert resumed_with >= finished, (cycle, match.group(0), finished)
         from_journal += len(re.findall(r"games that finished after the checkpoint", resumed.read_text()))
-    while _last_games_count(resumed) <= int(match.group(1)):  # the resumed run goes on playing
+    while _last_games_count(resumed) <= resumed_with:  # the resumed run goes on playing
         assert process.poll() is None and time.time() < deadline + 240, resumed.read_text()[-3000:]
         time.sleep(0.1)
     process.send_signal(signal.SIGTERM)
