@@ -136,13 +136,10 @@ def _check_memory(config: MuZeroConfig, spec: EnvironmentSpec, args: argparse.Na
     from muzero.memory import available_memory, estimate_memory, gib, memory_problem
 
     processes = 1
-    cores = os.cpu_count() or 1
-    ray = args.backend == "ray" or (
-        args.backend == "auto" and (args.ray_address is not None or (cores >= 2 and importlib.util.find_spec("ray")))
-    )
-    local_ray = bool(ray) and args.ray_address is None  # a cluster's actors use their machines' memory
+    # A cluster's actors use their own machines' memory.
+    local_ray = backend_choice(args.backend, args.ray_address)[0] == "ray" and args.ray_address is None
     if local_ray:
-        processes += config.actors.num_actors or cores
+        processes += config.actors.num_actors or os.cpu_count() or 1
     available = available_memory()
     problem = memory_problem(config, spec, available, processes, local_ray)
     if problem is not None:
@@ -161,24 +158,29 @@ def _blame(overrides: list[str], key: str, where: str) -> str:
     return where
 
 
-def resolve_backend(backend: str, ray_address: str | None) -> str:
-    """--backend auto as "ray" (concurrent self-play) when Ray is installed and the machine has
-    2 cores or more (or a cluster is named), else "local"; the choice is logged."""
+def backend_choice(backend: str, ray_address: str | None) -> tuple[str, str]:
+    """(the back end --backend means, why): auto is "ray" (concurrent self-play) when Ray is
+    installed and the machine has 2 cores or more (or a cluster is named), else "local"."""
     if backend != "auto":
-        return backend
+        return backend, f"--backend {backend}"
     cores = os.cpu_count() or 1
     if ray_address is None and importlib.util.find_spec("ray") is None:
-        logging.info("back end: local (Ray is not installed; pip install -e '.[ray]' for concurrent self-play)")
-        return "local"
+        return "local", "Ray is not installed; pip install -e '.[ray]' for concurrent self-play"
     if ray_address is None and cores < 2:
-        logging.info("back end: local (one core: self-play and the learner take turns)")
-        return "local"
-    logging.info(
-        "back end: ray (self-play actors beside the learner on %s; --backend local for the "
-        "bit-reproducible interleaved loop)",
-        ray_address or f"this machine's {cores} cores",
+        return "local", "one core: self-play and the learner take turns"
+    where = ray_address or f"this machine's {cores} cores"
+    return (
+        "ray",
+        f"self-play actors beside the learner on {where}; --backend local for the bit-reproducible interleaved loop",
     )
-    return "ray"
+
+
+def resolve_backend(backend: str, ray_address: str | None) -> str:
+    """`backend_choice`'s back end, the choice logged when it was --backend auto's."""
+    chosen, why = backend_choice(backend, ray_address)
+    if backend == "auto":
+        logging.info("back end: %s (%s)", chosen, why)
+    return chosen
 
 
 def _check_backend(args: argparse.Namespace) -> None:

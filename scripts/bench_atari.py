@@ -20,11 +20,10 @@ On a GPU, `--size paper --batch 1024 --mixed-precision --jit` is the issue's tar
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 import tensorflow as tf
+from benchlib import median_seconds
 
 from muzero.builder import make_selfplay_source
 from muzero.config import (
@@ -72,16 +71,6 @@ def forward_flops(model: tf.keras.Model) -> float:
         elif isinstance(layer, tf.keras.layers.Dense):
             flops += 2.0 * np.prod(layer.kernel.shape)
     return flops
-
-
-def median_seconds(fn, rounds: int) -> float:
-    fn()  # warm-up: tracing and compilation
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def matmul_rate(dtype: tf.DType, size: int = 2048) -> float:
