@@ -120,6 +120,19 @@ class SearchConfig:
     # Temperature of the visit-count softmax that picks self-play moves (pseudocode
     # `visit_softmax_temperature_fn`), as data: below.
     visit_softmax_temperature: TemperatureSchedule = TemperatureSchedule()
+    # "puct": the paper's search (`run_mcts`): pUCT selection, Dirichlet noise at the root, the
+    # move sampled from the visit counts, which are the policy target. "gumbel": Gumbel MuZero
+    # (muzero/search/gumbel.py): Gumbel noise and sequential halving at the root, the move the
+    # search selects (no temperature), softmax(logits + sigma(completed Q)) as the policy target.
+    algorithm: str = field(default="puct", metadata=_range(choices=("puct", "gumbel")))
+    # Gumbel: actions sampled at the root without replacement (Gumbel-top-k), among which
+    # sequential halving shares the simulations (mctx's default).
+    max_considered_actions: int = field(default=16, metadata=_range(min=1))
+    # Gumbel: sigma(q) = (c_visit + max visits) * c_scale * q, q min-max normalised over the
+    # node's completed Q-values (the paper's 50 and 0.1).
+    c_visit: float = field(default=50.0, metadata=_range(min=0.0))
+    # See c_visit.
+    c_scale: float = field(default=0.1, metadata=_range(gt=0.0))
 
 
 @dataclass(frozen=True)

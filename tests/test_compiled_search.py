@@ -23,10 +23,15 @@ P = 1009  # number of distinct hidden states
 class TableNetwork(Network):
     """id' = (31 id + 7 a + 1) mod P; value, reward, logits = tables[id']."""
 
-    def __init__(self, rng: np.random.Generator, actions: int, reward_scale: float):
-        self.values = rng.normal(size=P).astype(np.float32)
-        self.rewards = (rng.normal(size=P) * reward_scale).astype(np.float32)
-        self.logits = rng.normal(size=(P, actions)).astype(np.float32)
+    def __init__(self, rng: np.random.Generator | None, actions: int, reward_scale: float, tables=None):
+        """Random tables from `rng`, or the given (values [P], rewards [P], logits [P, A])."""
+        if tables is None:
+            tables = (
+                rng.normal(size=P).astype(np.float32),
+                (rng.normal(size=P) * reward_scale).astype(np.float32),
+                rng.normal(size=(P, actions)).astype(np.float32),
+            )
+        self.values, self.rewards, self.logits = tables
 
     def initial_inference(self, ids) -> NetworkOutput:
         ids = np.asarray(ids, np.int64)

@@ -49,6 +49,8 @@ class Node:
         self.children: dict[int, Node] = {}
         self.hidden_state = None
         self.reward = 0.0
+        # The network's value at expansion (Gumbel MuZero's mixed value reads it; pUCT does not).
+        self.raw_value = 0.0
 
     def expanded(self) -> bool:
         return len(self.children) > 0
@@ -189,6 +191,7 @@ def expand_node(node: Node, to_play: int, actions: Sequence[int], network_output
     node.to_play = to_play
     node.hidden_state = network_output.hidden_state
     node.reward = network_output.reward
+    node.raw_value = network_output.value
     logits = np.asarray(network_output.policy_logits)
     legal = np.zeros(len(logits), bool)
     legal[list(actions)] = True
