@@ -141,6 +141,12 @@ def _node_value(visits: tf.Tensor, sums: tf.Tensor) -> tf.Tensor:
     return tf.where(visits > 0, sums / tf.cast(tf.maximum(visits, 1), tf.float64), 0.0)
 
 
+def _children_visits(rows: tf.Tensor, tree, node: tf.Tensor) -> tf.Tensor:
+    """The visit counts [B, A] of the children of `node` [B] (0 where there is no child)."""
+    children = tf.gather(tree.children_index, node, batch_dims=1)
+    return tf.where(children >= 0, tf.gather(tree.visit_count, tf.maximum(children, 0), batch_dims=1), 0)
+
+
 class CompiledSearch:
     """`run_batched_mcts` as one compiled TensorFlow function.
 
@@ -190,10 +196,13 @@ class CompiledSearch:
                 tf.TensorSpec([None, a], tf.float64),  # Dirichlet noise (zeros: none)
                 tf.TensorSpec([], tf.float64),  # exploration fraction (0: none)
                 tf.TensorSpec([None], tf.int32),  # root to_play
+                tf.TensorSpec([None], tf.float32),  # root value (Gumbel's mixed value reads it)
             ],
         )
 
-    def __call__(self, root_hidden, root_logits, root_reward, legal, root_to_play=None, noise=None) -> SearchResult:
+    def __call__(
+        self, root_hidden, root_logits, root_reward, legal, root_to_play=None, noise=None, root_value=None
+    ) -> SearchResult:
         """Searches B roots.
 
         Args:
@@ -203,13 +212,15 @@ class CompiledSearch:
           legal: [B, A] bool, the legal actions at each root.
           root_to_play: [B] the player to move at each root (None: player 0).
           noise: [B, A] Dirichlet samples mixed into the roots' priors (None: no noise).
+          root_value: [B] the roots' network values (None: zeros; only Gumbel reads them).
         """
         legal = np.asarray(legal, bool)
         batch = len(legal)
         fraction = self.search.root_exploration_fraction if noise is not None else 0.0
         noise = np.zeros(legal.shape) if noise is None else np.asarray(noise, np.float64)
         to_play = np.zeros(batch, np.int32) if root_to_play is None else np.asarray(root_to_play, np.int32)
-        visits, value = self._search(
+        root_value = np.zeros(batch, np.float32) if root_value is None else np.asarray(root_value, np.float32)
+        outputs = self._search(
             np.asarray(root_hidden, np.float32),
             np.asarray(root_logits, np.float32),
             np.asarray(root_reward, np.float32),
@@ -217,14 +228,19 @@ class CompiledSearch:
             noise,
             np.float64(fraction),
             to_play,
+            root_value,
         )
-        return SearchResult(visit_counts=visits.numpy().astype(np.int64), root_value=value.numpy())
+        return self._result(*(x.numpy() for x in outputs))
+
+    def _result(self, visits: np.ndarray, value: np.ndarray) -> SearchResult:
+        """The graph's outputs as a `SearchResult`."""
+        return SearchResult(visit_counts=visits.astype(np.int64), root_value=value)
 
     # `run_mcts` for B trees: each simulation selects a leaf in every tree, evaluates all B
     # leaves in one network call, expands them and backs their values up.
-    def _run(self, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play):
+    def _run(self, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play, root_value):
         rows = tf.range(tf.shape(legal)[0])
-        tree = self._root(rows, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play)
+        tree = self._root(rows, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play, root_value)
 
         def simulation(i, tree):
             descent, tree = self._select(rows, tree)
@@ -237,18 +253,22 @@ class CompiledSearch:
                 leaf_to_play = (root_to_play + descent.length - 1) % self.num_players
             else:
                 leaf_to_play = root_to_play
-            tree = self._expand(rows, tree, leaf, leaf_to_play, reward, logits, hidden)
+            tree = self._expand(rows, tree, leaf, leaf_to_play, value, reward, logits, hidden)
             return i + 1, self._backpropagate(rows, tree, descent, tf.cast(value, tf.float64), leaf_to_play)
 
         _, tree = tf.while_loop(lambda i, _: i < self.search.num_simulations, simulation, (tf.constant(0), tree))
-        root_children = tree.children_index[:, 0]
-        visits = tf.where(
-            root_children >= 0, tf.gather(tree.visit_count, tf.maximum(root_children, 0), batch_dims=1), 0
+        return self._outputs(rows, tree)
+
+    def _outputs(self, rows, tree: SearchTree) -> tuple:
+        """What the graph returns: the roots' visit counts [B, A] and values [B]."""
+        return _children_visits(rows, tree, tf.zeros_like(rows)), _node_value(
+            tree.visit_count[:, 0], tree.value_sum[:, 0]
         )
-        return visits, _node_value(tree.visit_count[:, 0], tree.value_sum[:, 0])
 
     # The pseudocode's root: `expand_node` + `add_exploration_noise`, in trees with no other node.
-    def _root(self, rows, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play) -> SearchTree:
+    def _root(
+        self, rows, root_hidden, root_logits, root_reward, legal, noise, fraction, root_to_play, root_value
+    ) -> SearchTree:
         batch, nodes, a = tf.shape(rows)[0], self.search.num_simulations + 1, self.num_actions
         root = _at(rows, tf.zeros([batch], tf.int32))
         prior = _policy_priors(root_logits, legal)
@@ -272,15 +292,14 @@ class CompiledSearch:
         )
 
     # `select_child` from the root down, in every tree, until an unexpanded node: each step
-    # takes the child with the best `ucb_score` (the larger action on a tie, as the
-    # pseudocode's max), and gives a child it takes for the first time the next free node.
+    # takes the child `_choose` picks (pUCT: the best `ucb_score`, the larger action on a tie,
+    # as the pseudocode's max), and gives a child it takes for the first time the next free node.
     def _select(self, rows, tree: SearchTree) -> tuple[Descent, SearchTree]:
-        a, batch, max_depth = self.num_actions, tf.shape(rows)[0], self.search.num_simulations + 1
+        batch, max_depth = tf.shape(rows)[0], self.search.num_simulations + 1
 
         def select_step(descent: Descent) -> Descent:
             node, active, depth = descent.node, descent.active, descent.depth
-            score = self._ucb_scores(rows, tree._replace(children_index=descent.children_index), node)
-            action = a - 1 - tf.argmax(tf.reverse(score, [1]), axis=1, output_type=tf.int32)
+            action = self._choose(rows, tree._replace(children_index=descent.children_index), node)
             edge = tf.stack([rows, node, action], axis=1)
             child = tf.gather_nd(descent.children_index, edge)
             new = active & (child < 0)
@@ -311,6 +330,11 @@ class CompiledSearch:
         descent = _while(lambda descent: tf.reduce_any(descent.active), select_step, descent)
         return descent, tree._replace(children_index=descent.children_index, num_nodes=descent.num_nodes)
 
+    # `select_child`'s choice at `node` [B]: the best `ucb_score`, the larger action on a tie.
+    def _choose(self, rows, tree: SearchTree, node: tf.Tensor) -> tf.Tensor:
+        score = self._ucb_scores(rows, tree, node)
+        return self.num_actions - 1 - tf.argmax(tf.reverse(score, [1]), axis=1, output_type=tf.int32)
+
     # The pseudocode's `ucb_score` of every child of `node` [B]: [B, A], -inf off the edges.
     def _ucb_scores(self, rows, tree: SearchTree, node: tf.Tensor) -> tf.Tensor:
         discount = tf.constant(self.discount, tf.float64)
@@ -336,7 +360,7 @@ class CompiledSearch:
 
     # The pseudocode's `expand_node` for B leaves: their player, hidden state, reward and the
     # priors of all A actions (every action is legal below the root).
-    def _expand(self, rows, tree: SearchTree, leaf, to_play, reward, logits, hidden) -> SearchTree:
+    def _expand(self, rows, tree: SearchTree, leaf, to_play, value, reward, logits, hidden) -> SearchTree:
         at, all_actions = _at(rows, leaf), tf.ones([tf.shape(rows)[0], self.num_actions], tf.bool)
         return tree._replace(
             expanded=tf.tensor_scatter_nd_update(tree.expanded, at, tf.ones_like(leaf, tf.bool)),

@@ -22,10 +22,16 @@ class SearchResult(NamedTuple):
     Attributes:
       visit_counts: [B, A] visits of the root's children (0 for illegal actions).
       root_value: [B] the root's mean value, `root.value()`.
+      action: [B] the action the search selects (Gumbel MuZero), or None: sample it from
+        the visit counts (pUCT, `select_action`).
+      policy: [B, A] the policy target (Gumbel MuZero's improved policy), or None: the
+        normalised visit counts (pUCT).
     """
 
     visit_counts: np.ndarray
     root_value: np.ndarray
+    action: np.ndarray | None = None
+    policy: np.ndarray | None = None
 
 
 # recurrent(hidden [B, ...], action [B]) -> (value [B], reward [B], policy_logits [B, A], hidden [B, ...]),
