@@ -167,7 +167,9 @@ def make_reanalyser(config: MuZeroConfig, spec: EnvironmentSpec, backend: str, r
 
         return RayReanalyse(config.reanalyse, config.actors, (config, spec), ray_address)
     searcher = make_run_searcher(config, spec, config.reanalyse.batch_size)
-    return LocalReanalyse(config.reanalyse, searcher, config.run.seed, config.search.root_dirichlet_alpha)
+    # Gumbel MuZero reanalyses without noise: its policy target needs none (`reanalyse.root_noise` is pUCT's).
+    alpha = config.search.root_dirichlet_alpha if config.search.algorithm == "puct" else None
+    return LocalReanalyse(config.reanalyse, searcher, config.run.seed, alpha)
 
 
 def make_target_network(config: MuZeroConfig, spec: EnvironmentSpec) -> TargetNetwork:

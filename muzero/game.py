@@ -96,14 +96,20 @@ class Game:
         """The game stopped without ending: a time limit or max_moves cut it."""
         return not self.terminated and (self.done or len(self.history) >= max_moves)
 
-    def store_search_statistics(self, root: Node) -> None:
+    def store_search_statistics(self, root: Node, policy=None) -> None:
+        """Stores the root's normalised visit counts as the policy target, or `policy` [A]
+        when the search gives one (Gumbel MuZero's improved policy), and its value."""
         visits = [root.children[a].visit_count if a in root.children else 0 for a in range(self.action_space_size)]
-        self.store_visit_statistics(visits, root.value())
+        self.store_visit_statistics(visits, root.value(), policy)
 
-    def store_visit_statistics(self, visit_counts, root_value: float) -> None:
-        """`store_search_statistics` from arrays (the batched search): visits [A], root value."""
-        sum_visits = sum(visit_counts)
-        self.child_visits.append([float(count) / sum_visits for count in visit_counts])
+    def store_visit_statistics(self, visit_counts, root_value: float, policy=None) -> None:
+        """`store_search_statistics` from arrays (the batched search): visits [A], root value,
+        the search's policy target [A] or None."""
+        if policy is not None:
+            self.child_visits.append([float(p) for p in policy])
+        else:
+            sum_visits = sum(visit_counts)
+            self.child_visits.append([float(count) / sum_visits for count in visit_counts])
         self.root_values.append(float(root_value))
 
     def make_image(self, state_index: int) -> np.ndarray:

@@ -17,8 +17,7 @@ from muzero.factories import make_run_searcher
 from muzero.game import Game
 from muzero.networks.base import Network
 from muzero.search import Searcher
-from muzero.search.reference import softmax_sample
-from muzero.selfplay import legal_visits, play_game, play_games_batched, search_games, search_move
+from muzero.selfplay import chosen_action, play_game, play_games_batched, search_games, search_move
 
 
 class GreedyPlayer:
@@ -83,7 +82,7 @@ class BatchedPlayer(GreedyPlayer):
 
     def moves(self, network: Network, games: list[Game]) -> list[int]:
         result, legal = search_games(self.searcher, self.searcher.bind(network), games)
-        return [softmax_sample(legal_visits(result, legal, row), 0.0, None) for row in range(len(games))]
+        return [chosen_action(result, legal, row, 0.0, None) for row in range(len(games))]
 
     def play(
         self, network: Network, environments: list[Environment], episodes: int, rng: np.random.Generator

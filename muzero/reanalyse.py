@@ -191,10 +191,11 @@ class LocalReanalyse(ReanalyseDriver):
       searcher: a batched searcher for `reanalyse.batch_size` positions
         (`muzero.search.make_searcher`).
       seed: the run's seed (`run.seed`).
-      root_dirichlet_alpha: `search.root_dirichlet_alpha`, the root noise's (with `reanalyse.root_noise`).
+      root_dirichlet_alpha: `search.root_dirichlet_alpha`, the root noise's (with `reanalyse.root_noise`);
+        None: no noise.
     """
 
-    def __init__(self, reanalyse: ReanalyseConfig, searcher: Searcher, seed: int, root_dirichlet_alpha: float):
+    def __init__(self, reanalyse: ReanalyseConfig, searcher: Searcher, seed: int, root_dirichlet_alpha: float | None):
         super().__init__(reanalyse)
         self.searcher = searcher
         self.noise_alpha = root_dirichlet_alpha if reanalyse.root_noise else None

@@ -72,7 +72,8 @@ class ReanalyseWorker:
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.searcher = make_run_searcher(config, spec, config.reanalyse.batch_size)
         self.seed, self.start_step = config.run.seed, start_step
-        self.noise_alpha = config.search.root_dirichlet_alpha if config.reanalyse.root_noise else None
+        puct = config.search.algorithm == "puct"  # Gumbel reanalyses without noise (see the builder)
+        self.noise_alpha = config.search.root_dirichlet_alpha if config.reanalyse.root_noise and puct else None
         self.network: Network | None = None
         self.weights_step = -1
         self.incarnation = -1

@@ -13,6 +13,7 @@ from muzero.envs.base import Environment
 from muzero.game import Game
 from muzero.networks.base import Network
 from muzero.search.batched import BatchedSearcher
+from muzero.search.gumbel import run_gumbel_mcts
 from muzero.search.reference import Node, add_exploration_noise, expand_node, run_mcts, select_action, softmax_sample
 from muzero.search.types import Searcher, SearchResult
 from muzero.storage import SharedStorage
@@ -36,11 +37,11 @@ def play_game(
     """
     game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     while not game.terminal() and len(game.history) < config.max_moves:
-        action, root = search_move(config, network, game, rng, greedy)
+        action, root, policy = search_move(config, network, game, rng, greedy)
         if not greedy and len(game.history) < config.selfplay.random_opening_moves:
             action = int(rng.choice(game.legal_actions()))
         game.apply(action)
-        game.store_search_statistics(root)
+        game.store_search_statistics(root, policy)
     game.environment = None
     set_bootstrap_values(config.game, network, [game])
     return game
@@ -48,20 +49,28 @@ def play_game(
 
 def search_move(
     config: MuZeroConfig, network: Network, game: Game, rng: np.random.Generator | None, greedy: bool = False
-) -> tuple[int, Node]:
-    """The move the reference search picks in `game`, and the searched root.
+) -> tuple[int, Node, np.ndarray | None]:
+    """The move the reference search picks in `game`, the searched root, and the search's
+    policy target (Gumbel MuZero's improved policy; None for pUCT: the visit counts).
 
     Args:
       rng: for exploration noise and action sampling; unused (may be None) when greedy.
-      greedy: no exploration noise, temperature 0 (the most visited action).
+      greedy: no exploration noise, temperature 0 (the most visited action; Gumbel: the
+        search's choice without Gumbel noise).
     """
     # At the root of the search tree we use the representation function to
     # obtain a hidden state given the current observation.
     root = Node(0)
     current_observation = game.make_image(-1)
-    expand_node(
-        root, game.to_play(), game.legal_actions(), network.initial_inference(current_observation[None]).item(0)
-    )
+    root_output = network.initial_inference(current_observation[None]).item(0)
+    expand_node(root, game.to_play(), game.legal_actions(), root_output)
+    if config.search.algorithm == "gumbel":
+        legal = np.zeros(config.action_space_size, bool)
+        legal[game.legal_actions()] = True
+        logits = np.where(legal, np.asarray(root_output.policy_logits, np.float64), -np.inf)
+        gumbel = np.zeros(len(legal)) if greedy else rng.gumbel(size=len(legal))
+        action, policy = run_gumbel_mcts(config, root, game.action_history(), network, logits, gumbel)
+        return action, root, policy
     if not greedy:
         add_exploration_noise(config, root, rng)
 
@@ -71,7 +80,7 @@ def search_move(
     action = select_action(
         config, len(game.history), root, network.training_steps(), rng, temperature=0.0 if greedy else None
     )
-    return action, root
+    return action, root, None
 
 
 def set_bootstrap_values(game_config: GameConfig, network: Network, games: list[Game]) -> None:
@@ -97,19 +106,27 @@ def root_noise(alpha: float, legal: np.ndarray, rng: np.random.Generator) -> np.
     return noise
 
 
+def self_play_noise(search: SearchConfig, legal: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Self-play's root noise for B roots, [B, A]: Gumbel(0, 1) samples for Gumbel MuZero
+    (its searchers read them as the roots' Gumbel noise), else `root_noise`'s Dirichlet samples."""
+    if search.algorithm == "gumbel":
+        return rng.gumbel(size=legal.shape)
+    return root_noise(search.root_dirichlet_alpha, legal, rng)
+
+
 def search_games(
     searcher: Searcher,
     network: Network,
     games: list[Game],
     rng: np.random.Generator | None = None,
-    root_dirichlet_alpha: float | None = None,
+    search: SearchConfig | None = None,
 ) -> tuple[SearchResult, np.ndarray]:
     """One batched search at the current position of each of the B `games`.
 
     Args:
       network: bound to `searcher` (`searcher.bind`).
-      rng: draws the roots' Dirichlet(root_dirichlet_alpha) exploration noise
-        (`search.root_dirichlet_alpha`); None: no noise (greedy play).
+      rng: draws the roots' exploration noise (`self_play_noise` for the `search` section);
+        None: no noise (greedy play).
 
     Returns:
       (the search's root statistics, legal actions [B, A] bool).
@@ -118,7 +135,7 @@ def search_games(
     legal = np.zeros((len(games), games[0].action_space_size), bool)
     for row, game in enumerate(games):
         legal[row, game.legal_actions()] = True
-    noise = None if rng is None else root_noise(root_dirichlet_alpha, legal, rng)
+    noise = None if rng is None else self_play_noise(search, legal, rng)
     to_play = np.array([game.to_play() for game in games])
     return searcher(network.initial_inference(observations), network, legal, to_play, noise), legal
 
@@ -127,6 +144,16 @@ def legal_visits(result: SearchResult, legal: np.ndarray, row: int) -> list[tupl
     """Row `row` of `search_games`' result as `softmax_sample` takes it: (visit count, action)
     for each legal action."""
     return [(int(result.visit_counts[row, a]), int(a)) for a in np.flatnonzero(legal[row])]
+
+
+def chosen_action(
+    result: SearchResult, legal: np.ndarray, row: int, temperature: float, rng: np.random.Generator | None
+) -> int:
+    """The move for row `row`: the search's own choice when it makes one (Gumbel MuZero),
+    else sampled from the visit counts at `temperature` (`select_action`)."""
+    if result.action is not None:
+        return int(result.action[row])
+    return softmax_sample(legal_visits(result, legal, row), temperature, rng)
 
 
 class BatchedSelfPlay:
@@ -181,20 +208,20 @@ class BatchedSelfPlay:
         games = [self.games[i] for i in slots]
         network = self.searcher.bind(network)
         noise_rng = None if greedy else rng
-        result, legal = search_games(self.searcher, network, games, noise_rng, self.search.root_dirichlet_alpha)
+        result, legal = search_games(self.searcher, network, games, noise_rng, self.search)
         finished = []
         schedule = self.search.visit_softmax_temperature
         for row, (slot, game) in enumerate(zip(slots, games)):
-            visits = legal_visits(result, legal, row)
             temperature = (
                 0.0 if greedy else visit_softmax_temperature(schedule, len(game.history), network.training_steps())
             )
             if not greedy and len(game.history) < self.random_opening_moves:
                 action = int(rng.choice(np.flatnonzero(legal[row])))  # see selfplay.random_opening_moves
             else:
-                action = softmax_sample(visits, temperature, rng)
+                action = chosen_action(result, legal, row, temperature, rng)
             game.apply(action)
-            game.store_visit_statistics(result.visit_counts[row].tolist(), result.root_value[row])
+            policy = None if result.policy is None else result.policy[row]
+            game.store_visit_statistics(result.visit_counts[row].tolist(), result.root_value[row], policy)
             if game.terminal() or len(game.history) >= game_config.max_moves:
                 game.environment = None
                 finished.append((slot, game))

@@ -94,6 +94,7 @@ WHOLE_CONFIG_MODULES = {
     "muzero.config_io",
     "muzero.config_loader",
     "muzero.search.reference",
+    "muzero.search.gumbel",  # the reference Gumbel search, written as `run_mcts(config, ...)` is
 }
 # At most this many signatures elsewhere (issue 32): the pseudocode's `play_game(config, ...)` and
 # the few entry points that build their own parts in another process (Ray actors).

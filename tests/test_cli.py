@@ -247,6 +247,37 @@ def test_train_tiny_batched_selfplay_and_xla_learner(tmp_path, search):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("search", ["numpy", "compiled"])
+def test_train_tiny_with_gumbel_muzero(tmp_path, search):
+    run_dir = tmp_path / "run"
+    result = muzero(
+        "train",
+        "--config",
+        TINY,
+        "--logdir",
+        str(run_dir),
+        "--set",
+        "search.algorithm=gumbel",
+        "--set",
+        "search.num_simulations=3",
+        "--set",
+        "selfplay.batched=true",
+        "--set",
+        "selfplay.num_envs=2",
+        "--set",
+        f"selfplay.search={search}",
+        "--set",
+        "run.eval_interval=10",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
+    # Self-play after the first publication ran the search on the published network, and
+    # greedy evaluation (no Gumbel noise) played.
+    tags = _event_tags(run_dir)
+    assert "selfplay/episode_return" in tags and "eval/mean_return" in tags
+
+
+@pytest.mark.slow
 def test_train_tiny_atari_then_evaluate(atari_tiny_run):
     # The whole Atari path on the CPU: ALE Pong, 32 stacked frames, the resnet, 601-bin supports.
     # The shared run: `muzero train --config configs/atari/tiny.yaml` (conftest.py).

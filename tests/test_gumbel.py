@@ -19,13 +19,13 @@ from muzero.config import GameConfig, MuZeroConfig, SearchConfig
 from muzero.networks.base import NetworkOutput
 from muzero.search.gumbel import (
     considered_visits,
+    gumbel_search_roots,
     improved_policy,
     mixed_value,
-    run_gumbel_mcts,
     score_considered,
     sigma_completed_q,
 )
-from muzero.search.reference import ActionHistory, Node, expand_node
+from muzero.search.reference import Node
 from tests.test_compiled_search import TableNetwork
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,18 +51,8 @@ def setting_config(d: dict) -> MuZeroConfig:
 
 def reference_gumbel(config: MuZeroConfig, network, root_output: NetworkOutput, legal, to_play, gumbel, players):
     """`run_gumbel_mcts` on each root: (visit counts [B, A], actions [B], policies [B, A])."""
-    batch, actions = legal.shape
-    visits, chosen, policies = np.zeros((batch, actions), np.int64), np.zeros(batch, np.int64), []
-    for i in range(batch):
-        root = Node(0)
-        expand_node(root, int(to_play[i]), list(np.flatnonzero(legal[i])), root_output.item(i))
-        logits = np.where(legal[i], np.asarray(root_output.policy_logits[i], np.float64), -np.inf)
-        history = ActionHistory([], actions, int(to_play[i]), players)
-        chosen[i], policy = run_gumbel_mcts(config, root, history, network, logits, gumbel[i])
-        policies.append(policy)
-        for a, child in root.children.items():
-            visits[i, a] = child.visit_count
-    return visits, chosen, np.array(policies)
+    result = gumbel_search_roots(config.search, config.discount, root_output, network, legal, to_play, gumbel, players)
+    return result.visit_counts, result.action, result.policy
 
 
 @pytest.mark.parametrize("name", SETTINGS)

@@ -18,7 +18,7 @@ from muzero.envs import EnvironmentSpec
 from muzero.factories import make_replay_buffer, make_run_network, network_factory
 from muzero.game import Game
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_noise, reanalyse_positions, select_positions
-from muzero.search import BatchedSearcher
+from muzero.search import BatchedSearcher, SearchResult
 from muzero.selfplay import root_noise
 from tests.test_batched_search import RowwiseNetwork, random_network, reference_visits
 
@@ -97,12 +97,26 @@ def test_fraction_picks_how_many_rows_use_reanalysed_policies(priority_alpha):
     buffer.save_game(_game(5, rng))
     positions = select_positions(buffer, 5)  # the whole game
     visits = np.tile([0, 0, 8], (5, 1))
-    buffer.store_reanalysis(positions.rows, positions.layout, type("R", (), {"visit_counts": visits})(), 3)
+    buffer.store_reanalysis(positions.rows, positions.layout, SearchResult(visits, np.zeros(5)), 3)
     batch = buffer.sample_batch(num_unroll_steps=0, td_steps=1)
     # round(0.25 * 40) = 10 rows take the reanalysed [0, 0, 1]; the other 30 self-play's [1, 0, 0].
     np.testing.assert_array_equal(batch.target_policy[:10, 0], np.tile([0.0, 0.0, 1.0], (10, 1)))
     np.testing.assert_array_equal(batch.target_policy[10:, 0], np.tile([1.0, 0.0, 0.0], (30, 1)))
     assert (batch.importance_weight is not None) == (priority_alpha > 0)
+
+
+def test_a_search_with_a_policy_target_stores_it_not_its_visits():
+    rng = np.random.default_rng(0)
+    config = _config(train_batch=40, fraction=1.0)
+    buffer = make_replay_buffer(config, SPEC, np.random.default_rng(2))
+    buffer.save_game(_game(5, rng))
+    positions = select_positions(buffer, 5)
+    # Gumbel MuZero's result: visits [0, 0, 8], but the improved policy [0.2, 0.3, 0.5] is the target.
+    policy = np.tile([0.2, 0.3, 0.5], (5, 1))
+    result = SearchResult(np.tile([0, 0, 8], (5, 1)), np.zeros(5), np.full(5, 2), policy)
+    buffer.store_reanalysis(positions.rows, positions.layout, result, 3)
+    batch = buffer.sample_batch(num_unroll_steps=0, td_steps=1)
+    np.testing.assert_allclose(batch.target_policy[:, 0], np.tile([0.2, 0.3, 0.5], (40, 1)))
 
 
 @pytest.mark.parametrize("cut", [False, True], ids=["terminal", "cut_by_time_limit"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -158,3 +160,30 @@ def test_local_self_play_plays_one_game_per_call_or_one_move_in_every_game():
     assert games == [] and moves == 3
     with pytest.raises(ValueError, match="give one of the two"):
         LocalSelfPlay(environments)
+
+
+def _gumbel_config(batched: bool) -> MuZeroConfig:
+    config = _config(batched)
+    return dataclasses.replace(config, search=dataclasses.replace(config.search, algorithm="gumbel"))
+
+
+@pytest.mark.parametrize("greedy", [True, False], ids=["evaluation", "self_play"])
+def test_gumbel_games_play_the_searchs_action_and_store_its_improved_policy(greedy):
+    network = random_network(np.random.default_rng(5), 4, 2, 6, 16, support=3)
+    reference = play_game(
+        _gumbel_config(False), network, Environment("CartPole-v1", 11), np.random.default_rng(0), greedy=greedy
+    )
+    config = _gumbel_config(True)
+    (batched,) = play_games_batched(
+        config.game, config.search, lambda: network, [Environment("CartPole-v1", 11)], np.random.default_rng(0), greedy
+    )
+    # One game, so the batched game draws its [1, A] Gumbel noise from the same stream as
+    # play_game's [A]: the same moves and the same policy targets.
+    assert batched.history == reference.history and len(reference) > 5
+    np.testing.assert_allclose(batched.child_visits, reference.child_visits, rtol=1e-12)
+    targets = np.array(reference.child_visits)
+    # softmax(logits + sigma(q)): every action keeps some probability, the rows sum to 1, and
+    # they are not visit fractions of 12 simulations (multiples of 1/12).
+    assert (targets > 0).all()
+    np.testing.assert_allclose(targets.sum(axis=1), 1.0)
+    assert not np.allclose(targets * 12, np.round(targets * 12))

@@ -296,7 +296,8 @@ class ReplayBuffer:
         """Writes Reanalyse's search results for flat rows `rows` (of flat layout `layout`).
 
         Args:
-          result: `SearchResult`: its visit counts [N, A] are stored, normalised.
+          result: `SearchResult`: its policy target [N, A] is stored (the visit counts,
+            normalised, when it has none).
           training_step: the step of the network that searched.
 
         Returns:
@@ -308,8 +309,11 @@ class ReplayBuffer:
             return float("nan")
         game_index = np.searchsorted(flat.move_start, rows, side="right") - 1
         before = flat.search_step(rows, game_index)
-        visits = np.asarray(result.visit_counts, np.float64)
-        flat.fresh_visits[rows] = visits / visits.sum(-1, keepdims=True)
+        if result.policy is not None:  # Gumbel MuZero's improved policy
+            flat.fresh_visits[rows] = result.policy
+        else:
+            visits = np.asarray(result.visit_counts, np.float64)
+            flat.fresh_visits[rows] = visits / visits.sum(-1, keepdims=True)
         flat.reanalysed_step[rows] = training_step
         return float(np.mean(training_step - before))
 

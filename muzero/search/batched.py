@@ -25,6 +25,7 @@ import numpy as np
 
 from muzero.config import SearchConfig
 from muzero.networks.base import Network, NetworkOutput
+from muzero.search.gumbel import gumbel_search_roots
 from muzero.search.reference import policy_priors
 from muzero.search.types import SearchResult
 
@@ -238,6 +239,7 @@ def _backpropagate(
 
 class BatchedSearcher:
     """`run_batched_mcts` as a `Searcher`: numpy trees, the numpy network published for self-play.
+    With `search.algorithm: gumbel`, the reference Gumbel search root by root (`gumbel_search_roots`).
 
     Args:
       search: the `search` config section.
@@ -259,6 +261,10 @@ class BatchedSearcher:
         to_play: np.ndarray,
         noise: np.ndarray | None,
     ) -> SearchResult:
+        if self.search.algorithm == "gumbel":  # the reference, root by root; `noise` is Gumbel's
+            return gumbel_search_roots(
+                self.search, self.discount, root_output, network, legal, to_play, noise, self.num_players
+            )
         return run_batched_mcts(
             self.search, self.discount, root_output, network, legal, to_play, noise, self.num_players
         )

@@ -20,6 +20,8 @@ from muzero.config import SearchConfig
 from muzero.networks.base import Network, NetworkOutput, PublishedWeights
 from muzero.search.batched import run_batched_mcts
 from muzero.search.compiled import CompiledSearch
+from muzero.search.compiled_gumbel import CompiledGumbelSearch
+from muzero.search.gumbel import gumbel_search_roots
 from muzero.search.types import SearchResult
 
 if TYPE_CHECKING:
@@ -35,7 +37,8 @@ class CompiledSearcher:
     `bind(published)` loads the published weights into the Keras copy and returns it as
     the network to run the root inference with (the only way to run a resnet's
     `PublishedWeights`). The uniform network published before the first save has no
-    weights: it is searched with `run_batched_mcts`, which gives the same visit counts.
+    weights: it is searched with `run_batched_mcts` (Gumbel: `gumbel_search_roots`), which gives
+    the same results.
 
     Args:
       search: the `search` section.
@@ -71,7 +74,7 @@ class CompiledSearcher:
             out = self.keras_network.recurrent_inference(hidden_state, action)
             return out.value, out.reward, out.policy_logits, out.hidden_state
 
-        self.search = CompiledSearch(
+        self.search = (CompiledGumbelSearch if search.algorithm == "gumbel" else CompiledSearch)(
             search,
             discount,
             self.keras_network.action_space_size,
@@ -103,7 +106,8 @@ class CompiledSearcher:
     ) -> SearchResult:
         if not isinstance(network, _KerasInference):
             if not hasattr(network, "weights"):
-                return run_batched_mcts(
+                unpublished = gumbel_search_roots if self.search_config.algorithm == "gumbel" else run_batched_mcts
+                return unpublished(
                     self.search_config,
                     self.discount,
                     root_output,
@@ -128,8 +132,9 @@ class CompiledSearcher:
             padded(legal),
             padded(to_play),
             None if noise is None else padded(noise),
+            root_value=padded(root_output.value),
         )
-        return SearchResult(result.visit_counts[:rows], result.root_value[:rows])
+        return SearchResult(*(None if x is None else x[:rows] for x in result))
 
 
 class _KerasInference(Network):

@@ -26,8 +26,8 @@ import sys
 
 import numpy as np
 
-from muzero.config import MuZeroConfig
-from muzero.networks.base import Network
+from muzero.config import GameConfig, MuZeroConfig, SearchConfig
+from muzero.networks.base import Network, NetworkOutput
 from muzero.search.reference import (
     ActionHistory,
     MinMaxStats,
@@ -36,6 +36,7 @@ from muzero.search.reference import (
     expand_node,
     value_for_parent,
 )
+from muzero.search.types import SearchResult
 
 # Scores below this are clipped, so that an action with a vanishing prior can still be
 # visited when it is the only one left (mctx's `score_considered`).
@@ -238,3 +239,38 @@ def gumbel_decision(
     sigma_q = sigma_completed_q(config, root, num_actions)
     action = int(np.argmax(score_considered(int(visits.max()), gumbel, root_logits, sigma_q, visits, legal)))
     return action, improved_policy(root_logits, sigma_q, legal)
+
+
+def gumbel_search_roots(
+    search: SearchConfig,
+    discount: float,
+    root_output: NetworkOutput,
+    network: Network,
+    legal: np.ndarray,
+    to_play: np.ndarray,
+    gumbel: np.ndarray | None,
+    num_players: int = 1,
+) -> SearchResult:
+    """`run_gumbel_mcts` root by root, as a `Searcher` returns it (the numpy searcher's Gumbel
+    MuZero: one network call per simulation and root, for small runs and tests).
+
+    Args:
+      root_output: `initial_inference` of the B roots.
+      legal: [B, A] bool; to_play: [B].
+      gumbel: [B, A] Gumbel noise, or None (evaluation: zeros).
+    """
+    batch, num_actions = legal.shape
+    config = MuZeroConfig(game=GameConfig(action_space_size=num_actions, discount=discount), search=search)
+    gumbel = np.zeros(legal.shape) if gumbel is None else gumbel
+    visits, values = np.zeros((batch, num_actions), np.int64), np.zeros(batch)
+    actions, policies = np.zeros(batch, np.int64), np.zeros((batch, num_actions))
+    for i in range(batch):
+        root = Node(0)
+        expand_node(root, int(to_play[i]), list(np.flatnonzero(legal[i])), root_output.item(i))
+        logits = np.where(legal[i], np.asarray(root_output.policy_logits[i], np.float64), -np.inf)
+        history = ActionHistory([], num_actions, int(to_play[i]), num_players)
+        actions[i], policies[i] = run_gumbel_mcts(config, root, history, network, logits, gumbel[i])
+        values[i] = root.value()
+        for action, child in root.children.items():
+            visits[i, action] = child.visit_count
+    return SearchResult(visits, values, actions, policies)
