@@ -1,0 +1,190 @@
+"""Gumbel MuZero against pUCT by simulation budget (issue 34), one seed per cell.
+
+    python scripts/bench_gumbel.py breakout [--budgets 2 4 8 16 50] [--env-steps 200000] [--out runs/bench_gumbel]
+    python scripts/bench_gumbel.py speed [--budgets 2 4 8 16 50] [--configs minatar/breakout tictactoe connect4]
+    python scripts/bench_gumbel.py boardgames --game tictactoe --minutes 15 [--budgets 4 16 50]
+
+* breakout: for each budget and `search.algorithm` (puct, gumbel), trains
+  `configs/minatar/breakout.yaml` with `muzero train` (seed 0) to `--env-steps` environment
+  steps (`train.training_steps` = env steps x the config's `train.steps_per_move`, so the
+  run stops there) with a greedy evaluation of `--episodes` episodes 8 times on the way (the
+  last at the end). A cell whose run reached the end is read, not run again; an interrupted
+  one continues with `muzero train --resume`. Writes OUT/breakout/curves.csv, the table of
+  final returns OUT/breakout/final.csv and OUT/breakout/curves.png (return against env
+  steps, one panel per budget, pUCT and Gumbel in each).
+* speed: moves/s of each config's batched self-play for each budget and algorithm, in this
+  process, one after the other (`bench_throughput.selfplay_row`: as a self-play actor
+  builds it, the freshly initialised network). Writes OUT/speed.csv.
+* boardgames: for each budget and algorithm, `scripts/bench_boardgames.py --game GAME
+  --seeds 0 --minutes M` (equal wall time for every cell) into OUT/GAME/<algorithm><budget>;
+  gathers the final matches into OUT/GAME/final.csv.
+
+The cells run one after the other: never two timed things at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench_minatar import curve, read_eval
+from benchlib import train_command
+
+ROOT = Path(__file__).resolve().parents[1]
+ALGORITHMS = ("puct", "gumbel")
+BREAKOUT = ROOT / "configs" / "minatar" / "breakout.yaml"
+
+
+def cells(budgets: list[int], first: list[str]) -> list[tuple[str, int]]:
+    """(algorithm, budget) for every cell, the `first` ones ("gumbel4") ahead of the rest."""
+    every = [(algorithm, budget) for budget in budgets for algorithm in ALGORITHMS]
+    return sorted(every, key=lambda cell: f"{cell[0]}{cell[1]}" not in first)
+
+
+def cell_settings(algorithm: str, budget: int) -> list[str]:
+    return [f"search.algorithm={algorithm}", f"search.num_simulations={budget}"]
+
+
+def breakout(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT))
+    from muzero.config_loader import load_config
+
+    steps = round(args.env_steps * load_config(BREAKOUT, []).train.steps_per_move)
+    out = args.out / "breakout"
+    rows, finals = [], []
+    for algorithm, budget in cells(args.budgets, args.first):
+        run_dir = out / f"{algorithm}{budget}"
+        evaluations = read_eval(run_dir)
+        if evaluations and int(evaluations[-1]["training_step"]) >= steps:
+            print(f"{run_dir.name}: finished before, read", flush=True)
+        else:
+            if run_dir.exists():
+                command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
+            else:
+                settings = cell_settings(algorithm, budget) + [
+                    f"train.training_steps={steps}",
+                    f"run.eval_interval={steps // 8}",
+                    f"run.eval_episodes={args.episodes}",
+                ]
+                command = train_command(BREAKOUT, run_dir, 0, settings)
+            print(f"{run_dir.name}: {' '.join(command[2:])}", flush=True)
+            subprocess.run(command, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        points = curve("breakout", 0, run_dir)
+        for point in points:
+            point.update(algorithm=algorithm, simulations=budget)
+        rows += points
+        last = points[-1]
+        finals.append(
+            {
+                "algorithm": algorithm,
+                "simulations": budget,
+                "env_steps": last["env_steps"],
+                "mean_return": last["mean_return"],
+                "std_return": last["std_return"],
+                "episodes": last["episodes"],
+                "wall_minutes": round(last["wall_seconds"] / 60, 1),
+            }
+        )
+        write_csv(out / "curves.csv", rows)
+        write_csv(out / "final.csv", finals)
+        plot(rows, sorted(set(args.budgets)), out / "curves.png", args.env_steps)
+    print(f"written to {out}")
+
+
+def plot(rows: list[dict], budgets: list[int], path: Path, env_steps: int) -> None:
+    """Mean greedy return against env steps, one panel per budget, pUCT and Gumbel in each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(budgets), figsize=(3.4 * len(budgets), 3.2), sharey=True, squeeze=False)
+    for axis, budget in zip(axes[0], budgets):
+        for algorithm in ALGORITHMS:
+            points = [r for r in rows if r["algorithm"] == algorithm and r["simulations"] == budget]
+            if points:
+                axis.plot(
+                    [p["env_steps"] / 1000 for p in points],
+                    [p["mean_return"] for p in points],
+                    marker="o",
+                    markersize=3,
+                    label="pUCT" if algorithm == "puct" else "Gumbel",
+                )
+        axis.set_title(f"{budget} simulations", fontsize=10)
+        axis.set_xlabel("environment steps (k)")
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("mean greedy return (100 episodes)")
+    axes[0][0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"MinAtar Breakout to {env_steps // 1000}k environment steps, seed 0, 2-core CPU")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def speed(args: argparse.Namespace) -> None:
+    from bench_throughput import selfplay_row
+
+    rows = []
+    for config in args.configs:
+        for algorithm, budget in cells(args.budgets, []):
+            row = selfplay_row(str(ROOT / "configs" / f"{config}.yaml"), cell_settings(algorithm, budget), args.moves)
+            rows.append({"config": config, "algorithm": algorithm, "simulations": budget, **row})
+            print(
+                f"{config:18s} {algorithm:6s} {budget:3d} simulations: {row['moves_per_s']:7.1f} moves/s "
+                f"({row['games']} games per batched move)",
+                flush=True,
+            )
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "speed.csv", rows)
+    print(f"written to {args.out / 'speed.csv'}")
+
+
+def boardgames(args: argparse.Namespace) -> None:
+    out = args.out / args.game
+    finals = []
+    for algorithm, budget in cells(args.budgets, args.first):
+        cell_out = out / f"{algorithm}{budget}"
+        command = [sys.executable, str(ROOT / "scripts" / "bench_boardgames.py"), "--game", args.game]
+        command += ["--seeds", "0", "--minutes", str(args.minutes), "--out", str(cell_out)]
+        for setting in cell_settings(algorithm, budget):
+            command += ["--set", setting]
+        print(f"{cell_out.name}: {' '.join(command[1:])}", flush=True)
+        subprocess.run(command, check=True)
+        with open(cell_out / f"{args.game}_final.csv", newline="") as f:
+            finals += [{"algorithm": algorithm, "simulations": budget, **row} for row in csv.DictReader(f)]
+        write_csv(out / "final.csv", finals)
+    print(f"written to {out / 'final.csv'}")
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["algorithm"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["breakout", "speed", "boardgames"])
+    parser.add_argument("--budgets", type=int, nargs="+", default=None, help="simulations per move")
+    parser.add_argument("--first", nargs="*", default=["gumbel4", "puct16"], help="cells to run first")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_gumbel")
+    parser.add_argument("--env-steps", type=int, default=200_000, help="breakout: environment steps per run")
+    parser.add_argument("--episodes", type=int, default=100, help="breakout: greedy episodes per evaluation")
+    parser.add_argument("--configs", nargs="+", default=["minatar/breakout", "tictactoe", "connect4"])
+    parser.add_argument("--moves", type=int, default=20, help="speed: timed batched moves per cell")
+    parser.add_argument("--game", choices=["tictactoe", "connect4"], default="tictactoe")
+    parser.add_argument("--minutes", type=float, default=15.0, help="boardgames: training minutes per cell")
+    args = parser.parse_args()
+    if args.budgets is None:
+        args.budgets = [4, 16, 50] if args.part == "boardgames" else [2, 4, 8, 16, 50]
+    {"breakout": breakout, "speed": speed, "boardgames": boardgames}[args.part](args)
+
+
+if __name__ == "__main__":
+    main()
