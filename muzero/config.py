@@ -282,6 +282,11 @@ class ReplayConfig:
     # uniformly (muzero/symmetries.py; AlphaGo Zero's augmentation, not MuZero's): tic-tac-toe's
     # 8, connect four's mirror. Games without known symmetries refuse it.
     augment_symmetries: bool = False
+    # Off-policy correction (EfficientZero, Ye et al. 2021): the value target of a position
+    # bootstraps one step sooner for every this many training steps between its game's
+    # arrival in replay and the newest game's, n = max(1, n - age // this): an old game was
+    # played by an old policy, whose rewards say less about the current one. 0: off (the paper).
+    off_policy_correction_steps: int = field(default=0, metadata=_range(min=0))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from muzero.config import ReplayConfig
 from muzero.replay import FlatGames, make_batch, make_batch_vectorized
 from tests.test_replay import line_game, random_game, replay_buffer
 
@@ -90,3 +91,41 @@ def test_batch_take_cuts_every_field_alike():
     assert part.importance_weight is None and part.unroll_observation is None
     part.observation[0, 0] = -99.0  # a copy: the batch is untouched
     assert batch.observation[4, 0] != -99.0
+
+
+def test_vectorized_batch_equals_make_target_with_a_horizon_per_row():
+    # The off-policy correction gives each sample its own n: the same targets as make_target
+    # called with each row's n.
+    rng = np.random.default_rng(3)
+    games = [random_game(rng, length) for length in (1, 2, 7, 30, 64)]
+    games[4].bootstrap_value = -1.25
+    flat = FlatGames(games, 3, 10, 0.97)
+    pairs = [(g, i) for g in range(len(games)) for i in range(len(games[g]))]
+    game_index = np.array([g for g, _ in pairs])
+    positions = np.array([i for _, i in pairs])
+    horizons = rng.integers(1, 11, size=(len(pairs), 1))
+    padding = rng.integers(3, size=(len(pairs), 5))
+    expected = make_batch([(games[g], i) for g, i in pairs], padding, 5, horizons[:, 0])
+    got = make_batch_vectorized(flat, game_index, positions, padding, 5, horizons, 0.97)
+    np.testing.assert_allclose(got.target_value, expected.target_value, rtol=1e-6, atol=1e-6)
+    assert len(np.unique(horizons)) == 10
+
+
+def test_off_policy_correction_shortens_the_horizon_of_old_games():
+    # Two 10-move games, rewards 1, discount 1, root values 0: a value target counts one per
+    # reward inside its horizon, min(n, 10 - i) at position i. Game A arrives at step 0, game B
+    # at step 100; with a correction every 40 steps A's age of 100 takes 100 // 40 = 2 steps off
+    # n = 5 (n = 3), and B (age 0) keeps n = 5.
+    buffer = replay_buffer(
+        batch_size=200, td_steps=5, replay=ReplayConfig(window_size=10, off_policy_correction_steps=40)
+    )
+    for start, step in ((0.0, 0), (100.0, 100)):
+        game = line_game(10, start)
+        game.root_values = [0.0] * 10
+        buffer.save_game(game, training_step=step)
+    batch = buffer.sample_batch(num_unroll_steps=0, td_steps=5)
+    old = batch.observation[:, 0] < 100
+    position = batch.observation[:, 0] - np.where(old, 0, 100)
+    expected = np.minimum(np.where(old, 3, 5), 10 - position)
+    np.testing.assert_array_equal(batch.target_value[:, 0], expected)
+    assert old.any() and (~old).any()

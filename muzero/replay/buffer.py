@@ -125,6 +125,7 @@ class ReplayBuffer:
         self.priority_beta = replay.priority_beta
         self.priority_epsilon = replay.priority_epsilon
         self.normalize_importance_weights = replay.normalize_importance_weights
+        self.off_policy_correction_steps = replay.off_policy_correction_steps
         # Reanalyse (muzero/reanalyse.py): the flat copy keeps each position's reanalysed
         # statistics; `sample_batch` takes policy targets from them for the first
         # `reanalyse_fraction` of each batch, and value targets bootstrap through
@@ -238,6 +239,7 @@ class ReplayBuffer:
             positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
         sampled_rows = flat.move_start[game_index] + positions
         padding = self.rng.integers(self.action_space_size, size=(self.batch_size, num_unroll_steps))
+        td_steps = self.value_horizons(flat, game_index, td_steps)  # [B, 1]
         bootstrap = None
         if self.bootstrap_value_fn is not None:
             observation_index = np.minimum(
@@ -257,6 +259,16 @@ class ReplayBuffer:
         if self.symmetries:
             batch = augment_batch(batch, self.symmetries, self.rng)
         return Sample(batch._replace(importance_weight=importance_weight), sampled_rows, flat.layout, reanalysed)
+
+    def value_horizons(self, flat: FlatGames, game_index: np.ndarray, td_steps: int) -> np.ndarray:
+        """n of each sampled position's value target, [B, 1]: `td_steps`, less one step per
+        `replay.off_policy_correction_steps` training steps by which its game arrived in replay
+        before the newest game (at least 1)."""
+        horizons = np.full((len(game_index), 1), td_steps, np.int64)
+        if self.off_policy_correction_steps:
+            age = flat.saved_step.max() - flat.saved_step[game_index][:, None]
+            horizons = np.maximum(1, horizons - age // self.off_policy_correction_steps)
+        return horizons
 
     # Reanalyse's choice: the positions whose statistics are the oldest, so that the whole
     # window is searched again and again by ever newer networks, the oldest game first.

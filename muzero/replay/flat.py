@@ -188,7 +188,7 @@ def n_step_values(
     flat: FlatGames,
     game_index: np.ndarray,
     index: np.ndarray,
-    td_steps: int,
+    td_steps: int | np.ndarray,
     discount: float,
     bootstrap_values: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -199,6 +199,7 @@ def n_step_values(
     Args:
       game_index: [B, 1] or [B] flat game indices.
       index: [B, K + 1] or [B] move indices, >= 0.
+      td_steps: n, or each sample's n ([B, 1] or [B], as `game_index`; the off-policy correction).
       bootstrap_values: Reanalyse: the value to bootstrap from at observation min(index + td_steps,
         length) (the target network's), shaped as `index`; replaces the stored root value,
         and a cut game's `bootstrap_value`. None: the stored ones.
@@ -208,6 +209,7 @@ def n_step_values(
     """
     length = flat.length[game_index]
     start = flat.move_start[game_index]
+    td_steps = np.asarray(td_steps)
     bootstrap = index + td_steps
     # Two players: each term with the sign of its player against the one to move at `index`
     # (Game.make_target); none with one player.
@@ -227,10 +229,11 @@ def n_step_values(
         final = sign(flat.final_player[game_index]) * final
         root_value = sign(flat.players[move_row(start, length, bootstrap)]) * root_value
     value = np.where(bootstrap < length, root_value * discount**td_steps, final)
-    j = np.arange(td_steps)
+    j = np.arange(td_steps.max())
     reward_index = index[..., None] + j  # [..., td]
     reward_rows = move_row(start[..., None], length[..., None], reward_index)
-    rewards = np.where(reward_index < length[..., None], flat.rewards[reward_rows], 0.0)
+    counted = (reward_index < length[..., None]) & (j < td_steps[..., None])
+    rewards = np.where(counted, flat.rewards[reward_rows], 0.0)
     if signed:
         rewards = np.where(flat.players[reward_rows] == player[..., None], rewards, -rewards)
     return value + (rewards * discount ** j.astype(np.float64)).sum(-1)

@@ -50,7 +50,7 @@ class Batch(NamedTuple):
 
 
 def make_batch(
-    games_positions: list[tuple[Game, int]], padding: np.ndarray, num_unroll_steps: int, td_steps: int
+    games_positions: list[tuple[Game, int]], padding: np.ndarray, num_unroll_steps: int, td_steps
 ) -> Batch:
     """The batch for given (game, position) pairs, position by position with `make_target`.
 
@@ -58,7 +58,9 @@ def make_batch(
 
     Args:
       padding: [B, K] actions used where fewer than K actions remain in a game.
+      td_steps: n, or a sequence of each pair's n (the off-policy correction).
     """
+    horizons = np.broadcast_to(np.asarray(td_steps).reshape(-1), (len(games_positions),))
     observations, actions, values, rewards, policies, masks = [], [], [], [], [], []
     for row, (g, i) in enumerate(games_positions):
         observations.append(g.make_image(i))
@@ -66,7 +68,7 @@ def make_batch(
         # Fewer than K actions remain near the end: pad with random actions.
         # Their states are absorbing (value 0, reward 0, no policy loss).
         actions.append(list(history) + padding[row, len(history) :].tolist())
-        targets = g.make_target(i, num_unroll_steps, td_steps, g.to_play())
+        targets = g.make_target(i, num_unroll_steps, int(horizons[row]), g.to_play())
         values.append([value for value, _, _ in targets])
         rewards.append([reward for _, reward, _ in targets])
         policies.append([policy if policy else [0.0] * g.action_space_size for _, _, policy in targets])
@@ -89,7 +91,7 @@ def make_batch_vectorized(
     positions: np.ndarray,
     padding: np.ndarray,
     num_unroll_steps: int,
-    td_steps: int,
+    td_steps: int | np.ndarray,
     discount: float,
     bootstrap_values: np.ndarray | None = None,
     fresh_rows: int = 0,
@@ -99,6 +101,7 @@ def make_batch_vectorized(
     Args:
       game_index, positions: [B] the flat game index and the move index of each sample.
       padding: [B, K] actions used where fewer than K actions remain in a game.
+      td_steps: n, or [B, 1] each sample's n (`ReplayBuffer.value_horizons`).
       bootstrap_values: Reanalyse: [B, K + 1] values (see `n_step_values`) that replace the
         stored root values the value targets bootstrap from.
       fresh_rows: Reanalyse: the first `fresh_rows` rows take their policy targets from the
