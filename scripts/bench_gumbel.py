@@ -31,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_minatar import curve, read_eval
+from bench_minatar import DQN_CURVE, curve, read_eval
 from benchlib import train_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +114,10 @@ def plot(rows: list[dict], budgets: list[int], path: Path, env_steps: int) -> No
                     markersize=3,
                     label="pUCT" if algorithm == "puct" else "Gumbel",
                 )
+        dqn = [p for p in DQN_CURVE["breakout"] if p[0] <= 2.5e5]
+        axis.plot(
+            [p[0] / 1000 for p in dqn], [p[1] for p in dqn], color="grey", linestyle="--", linewidth=1, label="DQN"
+        )
         axis.set_title(f"{budget} simulations", fontsize=10)
         axis.set_xlabel("environment steps (k)")
         axis.grid(alpha=0.3)
