@@ -8,11 +8,14 @@ A checkpoint at training step S is three things in `checkpoints/`:
 2. `ckpt-S.index` / `ckpt-S.data-*`: networks, optimizer slots and iteration counter
    (the training step, hence the learning-rate position), TensorFlow's global RNG,
    written by `tf.train.Checkpoint.write`;
-3. `ckpt-S.complete`: the completion marker, written last.
+3. `ckpt-S.complete`: the completion marker, written last: the SHA-256 of each file above,
+   as `sha256sum` writes them (`cd checkpoints && sha256sum -c ckpt-S.complete` checks them).
 
 Like Dopamine's and Reverb's checkpointers, the marker is the commit, and the markers
 are the store's only record: only checkpoints with a marker and all their files are
-loaded or counted. TensorFlow's `checkpoint` index file is rewritten from the markers
+loaded or counted. A file whose digest differs from its marker's is corrupted (a garbled
+pickle may well unpickle, into wrong numbers); an empty marker (older checkpoints) is not
+checked. TensorFlow's `checkpoint` index file is rewritten from the markers
 after each save, for TensorFlow's tools (`tf.train.latest_checkpoint`), and never read
 here, so a garbled one changes nothing. After each save the store keeps the newest
 `max_to_keep` complete checkpoints (and, with `keep_every_steps`, some older ones for
@@ -23,6 +26,7 @@ full) deletes what it wrote and says which complete checkpoint is the last.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import re
@@ -37,7 +41,7 @@ import tensorflow as tf
 from absl import logging
 
 from muzero.networks.keras import KerasNetwork
-from muzero.run_dir import complete_steps, write_atomically
+from muzero.run_dir import complete_steps, write_atomically, write_error_reason
 
 # A piece of the checkpoint at step S: ckpt-S.index, ckpt-S.data-*, ckpt-S.complete,
 # state-S.pkl, their temporaries, and the ckpt-S_temp/ folder of a TensorFlow write.
@@ -74,6 +78,26 @@ class _Unpickler(pickle.Unpickler):
 def load_pickle(file) -> object:
     """`pickle.load` for checkpoint files, old ones included."""
     return _Unpickler(file).load()
+
+
+class _HashingWriter:
+    """A binary file whose writes are hashed on the way: the state's digest without reading
+    tens of GB back."""
+
+    def __init__(self, file):
+        self.file, self.hash = file, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        return self.file.write(data)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -135,12 +159,20 @@ class Checkpointer:
                 marker.unlink()
                 _fsync_directory(self.directory)
             path = self.directory / f"state-{step}.pkl"
-            # Pickled straight into the file: replay can be tens of GB (Atari frames).
-            write_atomically(path, lambda f: pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL))
+            digests = {}
+
+            def write_state(f) -> None:  # pickled straight into the file: replay can be tens of GB (Atari frames)
+                writer = _HashingWriter(f)
+                pickle.dump(state, writer, protocol=pickle.HIGHEST_PROTOCOL)
+                digests[path.name] = writer.hash.hexdigest()
+
+            write_atomically(path, write_state)
             path = self.directory / f"ckpt-{step}"
             self.checkpoint.write(str(path))
+            for written in [path.with_name(f"{path.name}.index"), *_data_files(path)]:
+                digests[written.name] = _sha256(written)
             path = marker
-            write_atomically(marker, b"")
+            write_atomically(marker, "".join(f"{digest}  {name}\n" for name, digest in digests.items()))
             _fsync_directory(self.directory)
         except (OSError, tf.errors.OpError) as error:
             self._remove_steps({step})
@@ -150,7 +182,7 @@ class Checkpointer:
                 if complete
                 else "there is no complete checkpoint yet"
             )
-            reason = _reason(error)  # TensorFlow's name the file ("PATH.index; No space left on device")
+            reason = write_error_reason(error)  # TensorFlow's name the file ("PATH.index; No space left on device")
             raise CheckpointWriteError(
                 f"cannot write the checkpoint at training step {step}: "
                 f"{reason if str(path) in reason else f'{path}: {reason}'}; {last}"
@@ -278,6 +310,10 @@ class Checkpointer:
         the bad file) when it does not load."""
         prefix = self.directory / f"ckpt-{step}"
         state_path = self.directory / f"state-{step}.pkl"
+        bad = self._digest_mismatch(step)
+        if bad is not None:
+            logging.warning("%s is corrupted (%s)", *bad)
+            return None
         try:
             with open(state_path, "rb") as f:
                 state = load_pickle(f)
@@ -293,6 +329,26 @@ class Checkpointer:
             return None
         return state
 
+    def _digest_mismatch(self, step: int) -> tuple[Path, str] | None:
+        """(the first file of the checkpoint at `step` whose SHA-256 differs from its marker's, why);
+        the marker itself when it does not parse; None when all match or the marker is empty."""
+        marker = self.directory / f"ckpt-{step}.complete"
+        try:
+            lines = marker.read_text(encoding="ascii").splitlines()
+            expected = {name: digest for digest, name in (line.split("  ", 1) for line in lines)}
+        except (OSError, UnicodeDecodeError, ValueError):
+            return marker, "not a list of SHA-256 digests"
+        if lines and f"state-{step}.pkl" not in expected:
+            return marker, "not a list of SHA-256 digests"
+        for name, digest in expected.items():
+            path = self.directory / name
+            try:
+                if _sha256(path) != digest:
+                    return path, f"its SHA-256 differs from the one in {marker.name}"
+            except OSError as error:
+                return path, error.strerror or type(error).__name__
+        return None
+
 
 def _remove(entry: Path) -> None:
     if entry.is_dir():
@@ -301,13 +357,9 @@ def _remove(entry: Path) -> None:
         entry.unlink(missing_ok=True)
 
 
-def _reason(error: OSError | tf.errors.OpError) -> str:
-    """One line on why a write failed: "No space left on device", ..., without TensorFlow's
-    op and function names."""
-    if isinstance(error, OSError):
-        return error.strerror or str(error)
-    message = (error.message or type(error).__name__).splitlines()[0]
-    return re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", message)
+def _data_files(prefix: Path) -> list[Path]:
+    """TensorFlow's data files of the checkpoint at `prefix` (ckpt-S.data-00000-of-00001, ...)."""
+    return sorted(p for p in prefix.parent.glob(prefix.name + ".data-*") if re.search(r"\.data-\d+-of-\d+$", p.name))
 
 
 def _first_bad_file(prefix: Path) -> Path:

@@ -78,6 +78,15 @@ def lock_run_dir(run_dir: Path) -> None:
     _held[key] = fd
 
 
+def write_error_reason(error: Exception) -> str:
+    """One line on why a write failed ("No space left on device", ...): an OSError's, or a
+    TensorFlow OpError's without TensorFlow's op and function names."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    message = (getattr(error, "message", None) or str(error) or type(error).__name__).splitlines()[0]
+    return re.sub(r"\{\{[^}]*\}\}\s*|\s*\[Op:\w+\]", "", message)
+
+
 def _holder(fd: int) -> str:
     """What the lock file says about its holder; it may be a moment before the holder has written it."""
     for _ in range(20):

@@ -125,6 +125,8 @@ class Trainer:
     # published (and checkpointed) every checkpoint_interval steps.
     def run(self) -> dict:
         """Trains until `train.training_steps` or a stop signal; returns the final figures."""
+        from muzero.summaries import SummaryWriteError
+
         counters = self.state.counters
         self.started = time.time() - counters["wall_seconds"]
         self.progress = ProgressReporter(
@@ -155,6 +157,8 @@ class Trainer:
             self.publish_and_checkpoint()
             if self.stop_signal is None and self.evaluator.last_step != self.learner.training_step:
                 self._evaluate()
+        except SummaryWriteError as error:  # disk full: TensorBoard's events went first
+            raise RunStopped(f"{error}; {self._last_checkpoint()}") from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -265,10 +269,9 @@ class Trainer:
             try:
                 self.parts.journal.append(self.replay_buffer.games_saved, games, [step] * len(games))
             except OSError as error:
-                final = self.checkpointer.directory / f"ckpt-{self.last_saved_step}"
                 raise RunStopped(
                     f"cannot write the game journal in {self.parts.journal.directory} ({error.strerror or error}); "
-                    f"last complete checkpoint {final}"
+                    f"{self._last_checkpoint()}"
                 ) from None
         for game in games:
             self.replay_buffer.save_game(game, step)
@@ -279,6 +282,12 @@ class Trainer:
         self.telemetry.games_collected(
             step, env_steps, games, moves, self.last_play_end - started, self.replay_buffer, metrics
         )
+
+    def _last_checkpoint(self) -> str:
+        """The end of a stop's line: the checkpoint to resume from."""
+        if self.last_saved_step < 0:
+            return "no complete checkpoint yet"
+        return f"last complete checkpoint {self.checkpointer.directory / f'ckpt-{self.last_saved_step}'}"
 
     def _on_nonfinite(self, metrics: dict) -> None:
         """A skipped update: count it, and stop when the policy or the bound says so."""

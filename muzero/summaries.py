@@ -8,15 +8,18 @@ environment steps (self-play moves) instead of training steps.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from muzero.replay.buffer import game_nbytes
+from muzero.run_dir import write_error_reason
 
 # The suffix of tags logged against environment steps instead of training steps.
 BY_ENV_STEP = "_by_env_step"
@@ -99,33 +102,50 @@ class ReplayFootprint:
         return sum(size[1] for size in sizes.values()), sum(size[2] for size in sizes.values())
 
 
+class SummaryWriteError(RuntimeError):
+    """The event file cannot be written (disk full, ...); the message is one line."""
+
+
 class Summaries:
     """Writes scalars and text into one TensorBoard run directory.
 
     Metric names are namespaced: `loss/...`, `train/...`, `selfplay/...`,
     `replay/...`, `mcts/...`, `eval/...`, `values/...`.
+
+    A failed write (the events are flushed at the end of each call) raises
+    `SummaryWriteError`, not TensorFlow's error, so that the loop can stop with one line.
     """
 
     def __init__(self, logdir: str):
+        self.logdir = logdir
         self._writer = tf.summary.create_file_writer(logdir)
 
+    @contextlib.contextmanager
+    def _writing(self, step: int) -> Iterator[None]:
+        try:
+            with self._writer.as_default(step=step):
+                yield
+        except tf.errors.OpError as error:
+            reason = write_error_reason(error)  # TensorFlow's names the file: "PATH; No space left on device"
+            raise SummaryWriteError(f"cannot write TensorBoard's events in {self.logdir}: {reason}") from None
+
     def scalars(self, step: int, values: Mapping[str, float]) -> None:
-        with self._writer.as_default(step=step):
+        with self._writing(step):
             for name, value in values.items():
                 tf.summary.scalar(name, value)
 
     def text(self, name: str, text: str, step: int = 0) -> None:
-        with self._writer.as_default(step=step):
+        with self._writing(step):
             tf.summary.text(name, text)
 
     def histograms(self, step: int, values: Mapping[str, np.ndarray]) -> None:
-        with self._writer.as_default(step=step):
+        with self._writing(step):
             for name, value in values.items():
                 tf.summary.histogram(name, np.asarray(value, np.float32))
 
     def images(self, step: int, name: str, frames: np.ndarray) -> None:
         """uint8 frames [N, H, W, C], C in (1, 3, 4) (`observation_frames`)."""
-        with self._writer.as_default(step=step):
+        with self._writing(step):
             tf.summary.image(name, frames, max_outputs=len(frames))
 
     def hparams(self, values: Mapping[str, bool | int | float | str], trial_id: str) -> None:
@@ -134,14 +154,20 @@ class Summaries:
         scalars, each at its last value: `eval/mean_return` is the final evaluation."""
         from tensorboard.plugins.hparams import api as hp
 
-        with self._writer.as_default(step=0):
+        with self._writing(0):
             hp.hparams(dict(values), trial_id=trial_id)
 
     def flush(self) -> None:
-        self._writer.flush()
+        with self._writing(0):
+            self._writer.flush()
 
     def close(self) -> None:
-        self._writer.close()
+        """Flushes and closes the writer; a failure is a warning (the run is ending, maybe on the
+        error that the same full disk raised elsewhere, which must stay the one reported)."""
+        try:
+            self._writer.close()
+        except tf.errors.OpError as error:
+            logging.warning("TensorBoard's last events in %s not written: %s", self.logdir, write_error_reason(error))
 
     @staticmethod
     def truncate_after(logdir: str, step: int, env_steps: int | None = None) -> None:

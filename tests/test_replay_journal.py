@@ -3,6 +3,9 @@ muzero/replay/prefetch.py: batches built on a thread beside the learner."""
 
 from __future__ import annotations
 
+import errno
+import pickle
+
 import numpy as np
 import pytest
 
@@ -50,6 +53,22 @@ def test_a_half_written_file_is_not_read_and_old_files_go_after_enough_checkpoin
     assert _starts(journal.games_after(0)) == [0.0, 1.0]  # one checkpoint: the older one may still be restored
     journal.checkpointed(2)
     assert _starts(journal.games_after(0)) == [1.0]
+    assert not list((tmp_path / "games").glob("*.tmp"))  # the killed write's temporary went with them
+
+
+def test_a_failed_write_leaves_no_temporary(tmp_path, monkeypatch):
+    # The disk fills up during the write (found by scripts/soak.py: a full tmpfs left
+    # games/N-N.pkl.tmp behind every time the journal was the write that failed).
+    journal = GameJournal(tmp_path / "games", checkpoints_kept=2)
+    journal.append(0, [line_game(2, 0)], [1])
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pickle, "dump", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        journal.append(1, [line_game(2, 1)], [2])
+    assert sorted(path.name for path in (tmp_path / "games").iterdir()) == ["0000000000-0000000000.pkl"]
 
 
 def test_drop_after_cuts_inside_a_file(tmp_path):

@@ -4,6 +4,7 @@ resume truncation of tags logged against environment steps."""
 from __future__ import annotations
 
 import copy
+import logging
 
 import numpy as np
 import pytest
@@ -11,7 +12,14 @@ import tensorflow as tf
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from muzero.game import Game
-from muzero.summaries import ReplayFootprint, Summaries, flatten_config, observation_frames, visit_entropy
+from muzero.summaries import (
+    ReplayFootprint,
+    Summaries,
+    SummaryWriteError,
+    flatten_config,
+    observation_frames,
+    visit_entropy,
+)
 
 
 def _events(logdir) -> list:
@@ -101,3 +109,29 @@ def test_truncate_after_keeps_env_step_tags_up_to_the_env_steps(tmp_path):
     kept = sorted((value.tag, event.step) for event in _events(tmp_path) for value in event.summary.value)
     # Step 20 and env step 80 came after the checkpoint; env step 40 (> 10) is kept.
     assert kept == [("loss/total", 10), ("selfplay/episode_return_by_env_step", 40)]
+
+
+def test_a_full_disk_is_one_line_and_close_only_warns(tmp_path, monkeypatch, caplog):
+    # Found by scripts/soak.py: with the run folder's disk full, TensorFlow's flush error
+    # (its message as TensorFlow 2.21 words it on a full tmpfs) ended the run with a traceback.
+    summaries = Summaries(str(tmp_path))
+    events = tmp_path / "events.out.tfevents.1.vm.2.0.v2"
+
+    def full_disk(self):
+        raise tf.errors.ResourceExhaustedError(
+            None,
+            None,
+            "{{function_node __wrapped__FlushSummaryWriter_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+            f"{events}; No space left on device\n\tFailed to flush 4 events to {events}\n\t"
+            "Could not flush events file. [Op:FlushSummaryWriter] name: ",
+        )
+
+    monkeypatch.setattr(type(summaries._writer), "flush", full_disk)
+    monkeypatch.setattr(type(summaries._writer), "close", full_disk)
+    with pytest.raises(SummaryWriteError) as info:
+        summaries.scalars(1, {"loss/total": 1.0})
+    assert str(info.value) == f"cannot write TensorBoard's events in {tmp_path}: {events}; No space left on device"
+    # Closing (in the loop's `finally`, after the stop) must not replace the error being raised.
+    with caplog.at_level(logging.WARNING):
+        summaries.close()
+    assert f"TensorBoard's last events in {tmp_path} not written: {events}; No space left on device" in caplog.text

@@ -49,9 +49,13 @@ class GameJournal:
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{first_index:010d}-{first_index + len(games) - 1:010d}.pkl"
         temporary = path.with_name(path.name + ".tmp")
-        with open(temporary, "wb") as f:
-            pickle.dump(list(zip(games, training_steps)), f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, path)
+        try:
+            with open(temporary, "wb") as f:
+                pickle.dump(list(zip(games, training_steps)), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(temporary, path)
+        except BaseException:  # disk full, ...: the run stops, and its disk holds no half file
+            temporary.unlink(missing_ok=True)
+            raise
 
     def games_after(self, count: int) -> list[tuple[Game, int]]:
         """The journal's (game, training step) pairs of index `count` on, in order."""
@@ -74,6 +78,8 @@ class GameJournal:
         for _, last, path in self._files():
             if last < oldest:
                 path.unlink(missing_ok=True)
+        for temporary in self.directory.glob("*.tmp"):  # of a process killed in `append`
+            temporary.unlink(missing_ok=True)
 
     def drop_after(self, count: int) -> int:
         """Deletes the games of index `count` on (a run resumed at an older checkpoint on purpose:
