@@ -5,6 +5,8 @@
 # `make format`:      ruff format and the safe ruff fixes, in place.
 # `make bench`:       scripts/bench_cartpole.py: CartPole from scratch on 3 seeds, into runs/bench_cartpole.
 # `make bench-throughput`: scripts/bench_throughput.py: FLOP rates, step FLOPs, self-play and the two loops, into runs/bench_throughput.
+# `make soak`:        scripts/soak.py: 60 minutes of a small run under random faults (SIGKILLs, full disk,
+#                     corrupted checkpoints), checked after each, into runs/soak/latest (ARGS="--minutes 5").
 # `make tensorboard`: TensorBoard on runs/ (LOGDIR=... for another folder; PORT=6006).
 # `make docs`:        the documentation site (MkDocs) into site/, --strict: a broken link fails;
 #                     the config reference (docs/config.md) is regenerated from muzero/config.py first.
@@ -17,7 +19,7 @@ STAMP := $(VENV)/.installed
 LOGDIR ?= runs
 PORT ?= 6006
 
-.PHONY: install train test lint format bench bench-throughput tensorboard docs config-docs clean
+.PHONY: install train test lint format bench bench-throughput soak tensorboard docs config-docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +48,9 @@ bench: $(STAMP)
 
 bench-throughput: $(STAMP)
 	$(BIN)/python scripts/bench_throughput.py $(ARGS)
+
+soak: $(STAMP)
+	$(BIN)/python scripts/soak.py $(ARGS)
 
 tensorboard: $(STAMP)
 	$(BIN)/tensorboard --logdir $(LOGDIR) --port $(PORT)

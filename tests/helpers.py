@@ -74,5 +74,6 @@ def load_script(name: str):
         sys.path.insert(0, scripts)
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # where dataclasses look their module up
     spec.loader.exec_module(module)
     return module

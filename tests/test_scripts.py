@@ -351,3 +351,20 @@ def test_plot_scalars_reads_a_runs_replay_bytes(tiny_run, tmp_path):
         timeout=300,
     )
     assert result.returncode == 0 and out.stat().st_size > 0, result.stderr[-2000:]
+
+
+def test_soak_checks_what_a_fault_may_cost():
+    soak = load_script("soak")
+    # Keeping 3, before the fault 30, 20, 10 complete. After it 50, 40, 30, 20: 10 went with
+    # three newer ones on disk (20, 30, 40...), the rotation. After it 50, 40, 30: 20 has three
+    # newer ones too. After it 40, 30: 20 and 10 have two newer ones only, so both are lost.
+    assert soak.lost_checkpoints([30, 20, 10], [50, 40, 30, 20], keep=3) == []
+    assert soak.lost_checkpoints([30, 20, 10], [50, 40, 30], keep=3) == []
+    assert soak.lost_checkpoints([30, 20, 10], [40, 30], keep=3) == [10, 20]
+    expect = soak.Expect(checkpoint=400, step=350, games=120)
+    assert soak.check_resume(expect, 400, 120) == []
+    assert soak.check_resume(expect, 200, 119) == [
+        "resumed from ckpt-200, not ckpt-400 (the newest that loads)",
+        "resumed at step 200, below 350: one checkpoint interval before the step reached",
+        "resumed with 119 games, fewer than the 120 logged or checkpointed",
+    ]
