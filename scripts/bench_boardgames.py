@@ -10,10 +10,12 @@ as first player) give the curve; at the end the final checkpoint plays `--final-
 games against each of `--final-opponents` (default: the config's). Writes, under `--out`:
 
 * `<game>_seed<S>/`: the run folders;
-* `<game>_curve.csv`: seed, training step, wall seconds, opponent, win/draw/loss fractions, score;
+* `<game>_curve.csv`: seed, training step, environment steps, wall seconds, opponent,
+  win/draw/loss fractions, score;
 * `<game>_final.csv`: the final matches, per side;
-* `<game>_score.png`: score (win 1, draw 0.5) against wall time, one panel per opponent,
-  with the fraction of games lost against the perfect player where it was an opponent.
+* `<game>_score.png`: score (win 1, draw 0.5) against wall time and against environment
+  steps, one column per opponent, with the fraction of games lost against the perfect
+  player where it was an opponent.
 
 A seed whose run folder already holds its final matches (`final-<opponent>.csv`) is read,
 not run again: seeds measured apart add up to one curve and table by running the command
@@ -102,15 +104,16 @@ def curve(run_dir: Path, seed: int) -> list[dict]:
     path = run_dir / "eval_opponents.csv"
     totals: dict[tuple, dict] = defaultdict(lambda: defaultdict(float))
     for row in csv.DictReader(path.open()) if path.is_file() else []:
-        key = (int(row["training_step"]), float(row["wall_seconds"]), row["opponent"])
+        key = (int(row["training_step"]), int(row["env_steps"]), float(row["wall_seconds"]), row["opponent"])
         for column in ("games", "win", "draw", "loss"):
             totals[key][column] += float(row[column])
     out = []
-    for (step, wall, opponent), t in sorted(totals.items()):
+    for (step, env_steps, wall, opponent), t in sorted(totals.items()):
         out.append(
             {
                 "seed": seed,
                 "training_step": step,
+                "env_steps": env_steps,
                 "wall_seconds": wall,
                 "opponent": opponent,
                 "win": t["win"] / t["games"],
@@ -123,26 +126,32 @@ def curve(run_dir: Path, seed: int) -> list[dict]:
 
 
 def plot(rows: list[dict], path: Path, title: str) -> None:
+    """Score against wall time (top) and environment steps (bottom), one column per opponent."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     opponents = sorted({row["opponent"] for row in rows})
-    fig, axes = plt.subplots(1, len(opponents), figsize=(5 * len(opponents), 3.8), squeeze=False)
-    for axis, opponent in zip(axes[0], opponents):
+    fig, axes = plt.subplots(2, len(opponents), figsize=(5 * len(opponents), 7.2), squeeze=False)
+    for by_time, by_steps, opponent in zip(axes[0], axes[1], opponents):
         for index, seed in enumerate(sorted({row["seed"] for row in rows})):
             points = [row for row in rows if row["opponent"] == opponent and row["seed"] == seed]
-            minutes = [row["wall_seconds"] / 60 for row in points]
             color = f"C{index % 10}"  # one colour per seed in every panel
-            axis.plot(minutes, [row["score"] for row in points], color=color, marker=".", label=f"seed {seed}: score")
-            if opponent == "perfect":
-                axis.plot(
-                    minutes, [row["loss"] for row in points], color=color, linestyle="--", label=f"seed {seed}: lost"
-                )
-        axis.set(title=f"against {opponent}", xlabel="wall time (minutes)", ylim=(-0.02, 1.02))
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=7)
+            for axis, xs in (
+                (by_time, [row["wall_seconds"] / 60 for row in points]),
+                (by_steps, [row["env_steps"] for row in points]),
+            ):
+                axis.plot(xs, [row["score"] for row in points], color=color, marker=".", label=f"seed {seed}: score")
+                if opponent == "perfect":
+                    axis.plot(
+                        xs, [row["loss"] for row in points], color=color, linestyle="--", label=f"seed {seed}: lost"
+                    )
+        by_time.set(title=f"against {opponent}", xlabel="wall time (minutes)", ylim=(-0.02, 1.02))
+        by_steps.set(xlabel="environment steps (self-play moves)", ylim=(-0.02, 1.02))
+        for axis in (by_time, by_steps):
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -109,7 +109,7 @@ def test_bench_boardgames_curve_and_plot_from_a_run(tictactoe_tiny_run, tmp_path
     # The shared run evaluated 4 games against the random player at step 20: one curve point,
     # its fractions summing to 1 and its score win + draw / 2.
     (point,) = bench.curve(tictactoe_tiny_run, seed=0)
-    assert (point["training_step"], point["opponent"]) == (20, "random")
+    assert (point["training_step"], point["opponent"]) == (20, "random") and point["env_steps"] > 0
     assert point["win"] + point["draw"] + point["loss"] == 1.0
     assert point["score"] == point["win"] + 0.5 * point["draw"]
     bench.plot([point, dict(point, opponent="perfect")], tmp_path / "score.png", "test")
