@@ -7,6 +7,10 @@
 * `compiled.py`: the same as one TensorFlow graph, XLA optional (`CompiledSearch`).
 * `compiled_searcher.py`: `CompiledSearcher`, the compiled search on a Keras twin of the
   published network, for self-play.
+* `gumbel.py`: Gumbel MuZero's search (`search.algorithm: gumbel`), the reference in plain
+  Python (`run_gumbel_mcts`), tested equal to mctx; `compiled_gumbel.py`: the same as a
+  compiled search (`CompiledGumbelSearch`), tested equal to it. Both searchers above run
+  Gumbel MuZero when the `search` section asks for it.
 * `types.py`: `SearchResult` and the `Searcher` protocol.
 
 TensorFlow is imported only when the compiled search is made.
