@@ -175,21 +175,31 @@ class Summaries:
         `..._by_env_step` tags: after `env_steps`, when given).
 
         Used on resume: what was logged between the checkpoint and the crash is
-        logged again by the resumed run, so TensorBoard shows each step once. Each
-        file is rewritten through a temporary file and a rename; a record cut short
-        by the crash ends the file.
+        logged again by the resumed run, so TensorBoard shows each step once. A file with
+        something to drop is rewritten through a temporary file and a rename, the others are
+        left as they are; a record cut short by the crash ends the file. Every resume reads
+        every file, so records are read with TensorFlow's record iterator: tf.data's, an
+        eager op per record, took a minute per 40 MB of events (scripts/soak.py's hour).
         """
+        from tensorflow.python.util import deprecation  # tf_record_iterator's notice, at every resume
+
         for path in sorted(Path(logdir).glob("events.out.tfevents.*")):
-            kept = []
+            kept, dropped = [], False
             try:
-                for record in tf.data.TFRecordDataset(str(path)):
-                    event = tf.compat.v1.Event.FromString(record.numpy())
+                with deprecation.silence():
+                    records = tf.compat.v1.io.tf_record_iterator(str(path))
+                for record in records:
+                    event = tf.compat.v1.Event.FromString(record)
                     tags = [value.tag for value in event.summary.value]
                     by_env_step = env_steps is not None and tags and all(tag.endswith(BY_ENV_STEP) for tag in tags)
                     if event.step <= (env_steps if by_env_step else step) or event.HasField("file_version"):
-                        kept.append(record.numpy())
+                        kept.append(record)
+                    else:
+                        dropped = True
             except tf.errors.DataLossError:
-                pass
+                dropped = True
+            if not dropped:
+                continue
             tmp = path.with_name(path.name + ".tmp")
             with tf.io.TFRecordWriter(str(tmp)) as writer:
                 for record in kept:

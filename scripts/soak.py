@@ -192,15 +192,31 @@ class MemoryWatch(threading.Thread):
             self.peak = max(self.peak, resident_bytes(tree + list(self.orphans)))
 
 
+def _copy_lines(pipe, out) -> None:
+    with out:
+        for line in iter(pipe.readline, b""):
+            out.write(line)
+            out.flush()
+
+
 class Segment:
     """One `muzero train` process (fresh or --resume) and its log."""
 
-    def __init__(self, index: int, command: list[str], env: dict[str, str], log: Path):
+    def __init__(self, index: int, command: list[str], env: dict[str, str], log: Path, piped: bool = False):
         self.index, self.log, self.started = index, log, time.time()
-        with log.open("w") as out:
-            self.process = subprocess.Popen(
-                command, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
+        out = log.open("wb")
+        self.process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE if piped else out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        if piped:  # the trainer's output is no file of its own, which RLIMIT_FSIZE would stop too
+            threading.Thread(target=_copy_lines, args=(self.process.stdout, out), daemon=True).start()
+        else:
+            out.close()
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -379,9 +395,8 @@ class Soak:
             command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(self.run_dir)]
         else:
             command = train_command(self.args.config, self.run_dir, self.args.seed, SETTINGS)
-        segment = Segment(
-            len(self.segments), command, self.env, self.args.out / f"segment-{len(self.segments):03d}.log"
-        )
+        log = self.args.out / f"segment-{len(self.segments):03d}.log"
+        segment = Segment(len(self.segments), command, self.env, log, piped=not self.disk.tmpfs)
         self.segments.append(segment)
         self.watch.pid = segment.process.pid
         return segment
