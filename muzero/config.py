@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def _range(**bounds) -> dict:
+def _range(**bounds) -> dict:  # a field's bounds: "min", "max", "gt" or "choices"
     return dict(bounds)
 
 
@@ -110,12 +110,11 @@ class SearchConfig:
     # "normalized_q": normalize(child.reward + discount * child.value()), as
     # muzero-general and mctx do; MinMaxStats then tracks those Q values.
     ucb_value: str = field(default="pseudocode", metadata=_range(choices=("pseudocode", "normalized_q")))
-    # Whose point of view values and rewards take when players alternate (a no-op with one
-    # player). "negamax": a node's value is from the point of view of the player to move
-    # there; its parent sees it negated when the other player moves there, and a reward
-    # (the mover's) enters the backup with the sign of the mover against the leaf's player.
-    # "pseudocode": child values and rewards used as they are (the pseudocode's backup
-    # `value = node.reward + discount * value`, which ignores whose reward it is).
+    # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
+    # node's value is from the point of view of the player to move there; its parent sees it negated when the other
+    # player moves there, and a reward (the mover's) enters the backup with the sign of the mover against the leaf's
+    # player. "pseudocode": child values and rewards used as they are (the pseudocode's backup `value = node.reward +
+    # discount * value`, which ignores whose reward it is).
     two_player_rule: str = field(default="negamax", metadata=_range(choices=("negamax", "pseudocode")))
     # Temperature of the visit-count softmax that picks self-play moves (pseudocode
     # `visit_softmax_temperature_fn`), as data: below.
@@ -155,12 +154,11 @@ class SelfPlayConfig:
     search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
     # With the compiled search: compile it with XLA.
     jit_compile: bool = True
-    # Two-player games: the first this many moves of each self-play game are played uniformly
-    # at random among the legal moves (the search still runs; its visits are the policy
-    # target). Why: with the openings all of equal value (tic-tac-toe: all draws), the policy
-    # trains on its own visit counts and collapses onto one or two openings, so the second
-    # player never learns to answer the others, which any opponent may play
-    # (docs/boardgames.md). 0: every move from the search, as in the pseudocode.
+    # Two-player games: the first this many moves of each self-play game are played uniformly at random among the
+    # legal moves (the search still runs; its visits are the policy target). Why: with the openings all of equal value
+    # (tic-tac-toe: all draws), the policy trains on its own visit counts and collapses onto one or two openings, so
+    # the second player never learns to answer the others, which any opponent may play (docs/boardgames.md). 0: every
+    # move from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
 
 
@@ -194,6 +192,14 @@ class NetworkConfig:
     # values lie in -1..1, 3 bins (support_size 1) are then win / draw / loss classes (with
     # h, +1 puts only 0.41 of its mass on the top bin and 0.59 on the draw bin).
     value_transform: bool = True
+    # Not in MuZero: EfficientZero's value prefix (docs/value_prefix.md). true: the reward head predicts
+    # the sum of rewards since the root through an LSTM; a node's reward is its prefix minus its parent's.
+    value_prefix: bool = False
+    # With value_prefix: LSTM units (EfficientZero's Atari: 512). 32: the MLP's default state size;
+    # the LSTM's h, c, the prefix and the step count (66 numbers) then fit one 10x10 resnet plane.
+    lstm_hidden_size: int = field(default=32, metadata=_range(min=1))
+    # With value_prefix: the LSTM and the prefix restart every this many steps (EfficientZero: 5).
+    value_prefix_horizon: int = field(default=5, metadata=_range(min=1))
 
 
 @dataclass(frozen=True)
@@ -261,12 +267,11 @@ class ReplayConfig:
     # "position": game drawn with probability proportional to its length, so every
     # stored position is equally likely. "game": uniform over games (pseudocode).
     sample_by: str = field(default="position", metadata=_range(choices=("position", "game")))
-    # Prioritized replay (paper appendix): position i is drawn with probability
-    # P(i) = p_i^alpha / sum_j p_j^alpha over the positions in the window, with priority
-    # p_i = |root value - n-step value target| + priority_epsilon when the game is saved,
-    # then |the network's value at k = 0 (in training mode) - target| after each training
-    # step for the sampled positions. 0 (default): no priorities, sampling as
-    # `sample_by` says; alpha > 0 replaces `sample_by`. The paper uses 1.
+    # Prioritized replay (paper appendix): position i is drawn with probability P(i) = p_i^alpha / sum_j p_j^alpha
+    # over the positions in the window, with priority p_i = |root value - n-step value target| + priority_epsilon when
+    # the game is saved, then |the network's value at k = 0 (in training mode) - target| after each training step for
+    # the sampled positions. 0 (default): no priorities, sampling as `sample_by` says; alpha > 0 replaces `sample_by`.
+    # The paper uses 1.
     priority_alpha: float = field(default=0.0, metadata=_range(min=0.0))
     # Each sample's loss is scaled by its importance weight (1 / (N * P(i)))^beta, N the
     # positions in the window (not max-normalised: docs/choices.md). The paper uses 1.

@@ -10,7 +10,11 @@ Documented choices (docs/choices.md lists them with the others where the pseudoc
   biases included, as `network.get_weights()` in the pseudocode.
 * Prioritized replay: each sample's summed step loss is multiplied by its importance
   weight before the batch mean (weights 1 without priorities: the same numbers).
-* Not MuZero, off by default: an EfficientZero-style consistency loss (`muzero/consistency.py`).
+* Not MuZero, off by default: an EfficientZero-style consistency loss (`muzero/consistency.py`),
+  and EfficientZero's value prefix (`network.value_prefix`, docs/value_prefix.md): the reward
+  loss at step k is against the sum of rewards since the last LSTM reset (`value_prefix_targets`),
+  the LSTM runs along the unroll inside the augmented hidden state, and the 0.5 gradient scale
+  applies to the latent state only (EfficientZero's too), not to the LSTM state.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from muzero.consistency import consistency_loss
 from muzero.gradient_scaling import scale_gradient
 from muzero.networks.keras import KerasNetwork
 from muzero.replay import Batch, ReplayBuffer
+from muzero.replay.targets import value_prefix_targets
 from muzero.support import num_bins, scalar_to_support
 
 if TYPE_CHECKING:
@@ -115,10 +120,11 @@ def muzero_loss(
         output = network.recurrent_inference(hidden_state, actions[:, k], training=True)
         predictions.append((1.0 / num_unroll_steps, output))
         hidden_states.append(output.hidden_state)
+        # With value prefix, the LSTM state, prefix and count pass unscaled (`map_latent`).
         if hidden_state_gradient is None:
-            hidden_state = scale_gradient(output.hidden_state, hidden_state_scale)
+            hidden_state = network.map_latent(output.hidden_state, lambda s: scale_gradient(s, hidden_state_scale))
         else:
-            hidden_state = hidden_state_gradient(output.hidden_state)
+            hidden_state = network.map_latent(output.hidden_state, hidden_state_gradient)
 
     consistency = None
     if consistency_loss_weight > 0:
@@ -147,7 +153,8 @@ def muzero_loss(
         weighted_value_loss = value_loss if value_loss_weight == 1.0 else value_loss_weight * value_loss
         l = weighted_value_loss + reward_loss + policy_loss
         if consistency is not None and k > 0:
-            similarity_loss = consistency_loss(output.hidden_state, consistency[:, k - 1], batch.unroll_mask[:, k - 1])
+            predicted = network.latent(output.hidden_state)
+            similarity_loss = consistency_loss(predicted, consistency[:, k - 1], batch.unroll_mask[:, k - 1])
             l += consistency_loss_weight * similarity_loss
             parts["consistency"] += tf.reduce_mean(similarity_loss)
         loss += scale_gradient(l, gradient_scale)
@@ -306,7 +313,8 @@ class Learner:
     def prepare(self, batch: Batch) -> Batch:
         """Turns scalar value/reward targets into two-hot supports when the network is categorical,
         fills importance weights of 1 when the batch has none (uniform sampling), and empty
-        [B, 0, ...] unroll observations when the consistency loss is off."""
+        [B, 0, ...] unroll observations when the consistency loss is off. With value prefix, the
+        reward targets become prefix sums first (`value_prefix_targets`)."""
         n = self.network.support_size
         size = len(batch.actions)
         if batch.importance_weight is None:
@@ -327,6 +335,9 @@ class Learner:
         else:
             unrolled = batch.unroll_observation
             batch = batch._replace(unroll_observation=np.reshape(unrolled, (size, unrolled.shape[1], *shape)))
+        if self.network.prefix_state is not None:
+            horizon = self.network.value_prefix_horizon
+            batch = batch._replace(target_reward=value_prefix_targets(batch.target_reward, horizon))
         if n == 0:
             return batch
         transform = self.network.value_transform

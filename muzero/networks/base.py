@@ -45,9 +45,10 @@ class NetworkOutput(NamedTuple):
         the root, which has no incoming transition).
       policy_logits: [B, num_actions].
       hidden_state: [B, *hidden_shape] ([B, H] for the MLP, [B, 6, 6, P] for the resnet),
-        each sample scaled to [0, 1].
+        each sample scaled to [0, 1]; with `network.value_prefix`, augmented with the LSTM
+        state, the prefix and a step count, which are not scaled (`keras.ValuePrefixState`).
       value_logits: [B, 2n + 1] (categorical support) or [B] (scalar); training only.
-      reward_logits: like value_logits.
+      reward_logits: like value_logits; with value prefix, the prefix's logits.
     """
 
     value: object

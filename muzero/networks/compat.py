@@ -49,6 +49,8 @@ def network_shapes(network: NetworkConfig, spec: EnvironmentSpec, stacked_frames
             "network.blocks": network.blocks,
             "network.hidden_layers": network.hidden_layers,
             "network.support_size": network.support_size,
+            "network.value_prefix": network.value_prefix,
+            "network.lstm_hidden_size": network.lstm_hidden_size if network.value_prefix else None,
         }
     return {
         "network.kind": network.kind,
@@ -58,6 +60,7 @@ def network_shapes(network: NetworkConfig, spec: EnvironmentSpec, stacked_frames
             network.hidden_state_size,
             network.hidden_layers,
             network.support_size,
+            network.lstm_hidden_size if network.value_prefix else 0,
         ),
     }
 

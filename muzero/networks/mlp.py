@@ -5,6 +5,11 @@
   (min-max scaled) and "reward" (2n + 1 logits, or 1 scalar).
 * prediction: hidden_state -> hidden layers -> "policy" [A] and "value".
 
+With `network.value_prefix`, the dynamics also takes the LSTM state [2u] ("lstm_state" input):
+its last hidden layer feeds an LSTM cell ("lstm", `keras.lstm_cell`), whose output h' feeds
+the "reward" head (now the value prefix); it returns the new "lstm_state" [2u]. The hidden
+state the searches carry is then [B, H + 2u + 2] (`keras.ValuePrefixState`).
+
 Layer names are part of the weight format shared with `NumpyMLPNetwork`.
 """
 
@@ -16,18 +21,28 @@ import tensorflow as tf
 
 from muzero.config import NetworkConfig
 from muzero.networks.base import NetworkOutput
-from muzero.networks.keras import KerasNetwork, scale_hidden_state
+from muzero.networks.keras import KerasNetwork, lstm_cell, scale_hidden_state
 from muzero.networks.numpy_mlp import NumpyMLPNetwork
 from muzero.support import num_bins
 
 
-def _mlp(name: str, input_size: int, hidden_layers, activation: str, heads: dict[str, int]) -> keras.Model:
+def _mlp(
+    name: str, input_size: int, hidden_layers, activation: str, heads: dict[str, int], lstm_units: int = 0
+) -> keras.Model:
+    """Hidden layers, then one Dense per head; with `lstm_units` u > 0 (the value-prefix dynamics),
+    a second input "lstm_state" [2u], an LSTM cell over the last hidden layer, the "reward" head on
+    its output, and the new "lstm_state" output."""
     inputs = keras.Input((input_size,), name=f"{name}_input")
     x = inputs
     for i, width in enumerate(hidden_layers):
         x = keras.layers.Dense(width, activation=activation, name=f"hidden_{i}")(x)
-    outputs = {head: keras.layers.Dense(size, name=head)(x) for head, size in heads.items()}
-    return keras.Model(inputs, outputs, name=name)
+    if lstm_units == 0:
+        outputs = {head: keras.layers.Dense(size, name=head)(x) for head, size in heads.items()}
+        return keras.Model(inputs, outputs, name=name)
+    lstm_input = keras.Input((2 * lstm_units,), name="lstm_state")
+    h, lstm_state = lstm_cell(x, lstm_input, lstm_units)
+    outputs = {head: keras.layers.Dense(size, name=head)(h if head == "reward" else x) for head, size in heads.items()}
+    return keras.Model([inputs, lstm_input], {**outputs, "lstm_state": lstm_state}, name=name)
 
 
 class MLPNetwork(KerasNetwork):
@@ -41,7 +56,7 @@ class MLPNetwork(KerasNetwork):
 
     def __init__(self, net: NetworkConfig, action_space_size: int, observation_size: int):
         self.observation_spec = tf.TensorSpec([None, observation_size], tf.float32)
-        self.hidden_shape = (net.hidden_state_size,)
+        self.latent_shape = self.hidden_shape = (net.hidden_state_size,)
         self.action_space_size = action_space_size
         self.support_size = net.support_size
         self.value_transform = net.value_transform
@@ -57,11 +72,14 @@ class MLPNetwork(KerasNetwork):
             net.hidden_layers,
             net.activation,
             {"state": size, "reward": bins},
+            net.lstm_hidden_size if net.value_prefix else 0,
         )
         self.prediction = _mlp(
             "prediction", size, net.hidden_layers, net.activation, {"policy": self.action_space_size, "value": bins}
         )
         self.steps = 0
+        if net.value_prefix:
+            self._enable_value_prefix(net.lstm_hidden_size, net.value_prefix_horizon)
 
     # `training` is part of the interface shared with `ResNetwork`; no layer here depends on it.
     def represent(self, observation, training: bool = False) -> tf.Tensor:
@@ -70,18 +88,20 @@ class MLPNetwork(KerasNetwork):
         return scale_hidden_state(self.representation(x)["state"])
 
     def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
+        """observation [B, ...] -> NetworkOutput; hidden state [B, H] ([B, H + 2u + 2] with value prefix)."""
         state = self.represent(observation, training)
         reward = tf.zeros(tf.shape(state)[:1])
         # The initial step has no incoming transition: its reward is 0 and carries no gradient.
         reward_logits = None
-        return self._predict(state, reward, reward_logits)
+        return self._predict(state, reward, reward_logits, hidden_state=self._initial_state(state))
 
     def recurrent_inference(self, hidden_state, action, training: bool = False) -> NetworkOutput:
-        one_hot = tf.one_hot(tf.cast(action, tf.int32), self.action_space_size)
-        out = self.dynamics(tf.concat([hidden_state, one_hot], axis=-1))
-        state = scale_hidden_state(out["state"])
-        reward_logits = out["reward"] if self.support_size else out["reward"][:, 0]
-        return self._predict(state, self._scalar(out["reward"]), reward_logits)
+        """hidden_state [B, *hidden_shape], action [B] -> NetworkOutput (value prefix: see `keras.py`)."""
+        inputs = self._dynamics_inputs(hidden_state)
+        latent, lstm_state = inputs[:2]
+        x = tf.concat([latent, tf.one_hot(tf.cast(action, tf.int32), self.action_space_size)], axis=-1)
+        out = self.dynamics(x if lstm_state is None else [x, lstm_state])
+        return self._recurrent_output(out, inputs, scale_hidden_state(out["state"]), training)
 
     def get_weights(self) -> dict:
         """Weights as plain numpy data: {function: {layer: (kernel, bias)}}."""
@@ -108,4 +128,5 @@ class MLPNetwork(KerasNetwork):
             self.activation,
             self.steps if steps is None else steps,
             self.value_transform,
+            self.value_prefix_horizon,
         )

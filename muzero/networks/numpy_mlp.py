@@ -5,6 +5,9 @@ CartPole-size MLP ~20 us, and the reference search calls the network once per
 simulation; so self-play runs this mirror of `muzero.networks.mlp.MLPNetwork`'s
 weights (tested equal to the Keras network). `variable_shapes` gives the MLP's weight
 shapes without TensorFlow (the CLI compares them on resume).
+
+With value prefix (a "lstm" layer in the dynamics), the hidden state is augmented as the
+Keras network's, [B, H + 2u + 2] = [s, h, c, prefix, count] (`keras.ValuePrefixState`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class NumpyMLPNetwork(Network):
       activation: "relu", "elu" or "tanh", as in the Keras model.
       steps: training steps behind these weights.
       value_transform: h(x) before the support (`network.value_transform`).
+      value_prefix_horizon: `network.value_prefix_horizon` when the weights have a value-prefix
+        LSTM (the dynamics' "lstm" layer, of 4u units), else ignored.
     """
 
     def __init__(
@@ -54,6 +59,7 @@ class NumpyMLPNetwork(Network):
         activation: str,
         steps: int = 0,
         value_transform: bool = True,
+        value_prefix_horizon: int = 5,
     ):
         self._weights = {
             name: {layer: (np.asarray(k, np.float32), np.asarray(b, np.float32)) for layer, (k, b) in layers.items()}
@@ -70,6 +76,9 @@ class NumpyMLPNetwork(Network):
         self.value_transform = value_transform
         self._activation = _ACTIVATIONS[activation]
         self._steps = steps
+        lstm = self._weights["dynamics"].get("lstm")
+        self.lstm_units = 0 if lstm is None else len(lstm[1]) // 4  # 0: no value prefix
+        self.value_prefix_horizon = value_prefix_horizon
 
     @property
     def weights(self) -> dict:
@@ -106,18 +115,49 @@ class NumpyMLPNetwork(Network):
     def initial_inference(self, observation) -> NetworkOutput:
         x = np.asarray(observation, np.float32).reshape(len(observation), -1)
         state = scale_hidden_state_np(self._head("representation", "state", self._trunk("representation", x)))
-        return self._predict(state, np.zeros(len(state), np.float32))
+        output = self._predict(state, np.zeros(len(state), np.float32))
+        if self.lstm_units:  # the root: LSTM state, prefix and count 0
+            zeros = np.zeros((len(state), 2 * self.lstm_units + 2), np.float32)
+            output = output._replace(hidden_state=np.concatenate([state, zeros], axis=-1))
+        return output
 
     def recurrent_inference(self, hidden_state, action) -> NetworkOutput:
         action = np.asarray(action, np.int64)
         one_hot = np.eye(self.action_space_size, dtype=np.float32)[action]
-        x = self._trunk("dynamics", np.concatenate([np.asarray(hidden_state, np.float32), one_hot], axis=-1))
+        hidden_state = np.asarray(hidden_state, np.float32)
+        u = self.lstm_units
+        latent = hidden_state[:, : hidden_state.shape[1] - 2 * u - 2] if u else hidden_state
+        x = self._trunk("dynamics", np.concatenate([latent, one_hot], axis=-1))
         state = scale_hidden_state_np(self._head("dynamics", "state", x))
-        reward = self._scalar(self._head("dynamics", "reward", x))
-        return self._predict(state, reward)
+        if not u:
+            return self._predict(state, self._scalar(self._head("dynamics", "reward", x)))
+        # Value prefix (`keras.py`): a count of 0 restarts the LSTM and the parent's prefix from 0.
+        extra = hidden_state[:, -2 * u - 2 :]
+        count = np.round(extra[:, -1])
+        keep = (count != 0).astype(np.float32)
+        h, c = extra[:, :u] * keep[:, None], extra[:, u : 2 * u] * keep[:, None]
+        h, c = lstm_step(self._weights["dynamics"]["lstm"], x, h, c)
+        prefix = self._scalar(self._head("dynamics", "reward", h))
+        count = np.mod(count + 1.0, self.value_prefix_horizon)
+        output = self._predict(state, prefix - extra[:, -2] * keep)
+        augmented = np.concatenate([state, h, c, prefix[:, None], count[:, None]], axis=-1).astype(np.float32)
+        return output._replace(hidden_state=augmented)
 
     def training_steps(self) -> int:
         return self._steps
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.tanh(0.5 * x) + 1.0)
+
+
+def lstm_step(weights: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`keras.lstm_cell` in numpy: gates i, f, g, o = [x, h] @ kernel + bias;
+    c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c'). [B, F], [B, u], [B, u] -> ([B, u], [B, u])."""
+    kernel, bias = weights
+    i, f, g, o = np.split(np.concatenate([x, h], axis=-1) @ kernel + bias, 4, axis=-1)
+    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    return _sigmoid(o) * np.tanh(c), c
 
 
 def variable_shapes(
@@ -126,8 +166,12 @@ def variable_shapes(
     hidden_state_size: int,
     hidden_layers: tuple[int, ...],
     support_size: int,
+    lstm_hidden_size: int = 0,
 ) -> dict[str, tuple[int, ...]]:
     """Shapes of `MLPNetwork`'s weights by name, computed without TensorFlow.
+
+    Args:
+      lstm_hidden_size: u of the value prefix's LSTM; 0: no value prefix.
 
     Returns:
       {"function/layer/kernel" or ".../bias": shape}.
@@ -143,6 +187,10 @@ def variable_shapes(
         for i, units in enumerate(hidden_layers):
             shapes[f"{name}/hidden_{i}/kernel"], shapes[f"{name}/hidden_{i}/bias"] = (width, units), (units,)
             width = units
+        if name == "dynamics" and lstm_hidden_size:
+            u = lstm_hidden_size
+            shapes["dynamics/lstm/kernel"], shapes["dynamics/lstm/bias"] = (width + u, 4 * u), (4 * u,)
         for head, units in heads.items():
-            shapes[f"{name}/{head}/kernel"], shapes[f"{name}/{head}/bias"] = (width, units), (units,)
+            head_width = lstm_hidden_size if name == "dynamics" and head == "reward" and lstm_hidden_size else width
+            shapes[f"{name}/{head}/kernel"], shapes[f"{name}/{head}/bias"] = (head_width, units), (units,)
     return shapes

@@ -16,6 +16,13 @@
   plane for value and reward, 2 for the policy), then the `network.hidden_layers`
   fully connected layers and the output layer (601 bins for value and reward).
 
+With `network.value_prefix` (EfficientZero), the reward head's flattened 1x1 convolution
+feeds an LSTM cell ("lstm", u units, `keras.lstm_cell`) whose output goes through the
+head's fully connected layers to the value prefix; the dynamics takes and returns the LSTM
+state [2u] ("lstm_state"). The searches then carry [B, rows, cols, P + m] hidden states: the
+latent planes, then h, c, the prefix and the step count packed into m planes
+(`keras.ValuePrefixState`; MinAtar's 10x10 with the default u = 32: m = 1).
+
 Residual blocks are AlphaZero's (conv 3x3, batch norm, ReLU, conv 3x3, batch norm,
 skip connection, ReLU), which the paper reuses with 16 blocks of 256 planes. Batch
 norm runs in training mode in `update_weights` and with its moving averages in the
@@ -30,7 +37,7 @@ import tensorflow as tf
 
 from muzero.config import NetworkConfig
 from muzero.networks.base import MIN_MAX_EPSILON, NetworkOutput, PublishedWeights, image_shape
-from muzero.networks.keras import KerasNetwork
+from muzero.networks.keras import KerasNetwork, lstm_cell
 from muzero.support import num_bins
 
 
@@ -70,13 +77,19 @@ class _Builder:
             x = self.residual_block(x, planes, f"{name}_{i}")
         return x
 
-    def head(self, x, planes: int, hidden_layers, outputs: int, name: str):
+    def head(self, x, planes: int, hidden_layers, outputs: int, name: str, lstm: tuple | None = None):
+        """1x1 convolution, flatten, [an LSTM cell: `lstm` = (state input [B, 2u], u)], the fully
+        connected layers, the output. Returns the output, and the new LSTM state with `lstm`."""
         x = self.conv_bn_relu(x, planes, f"{name}_head", kernel=1)
         x = keras.layers.Flatten(name=f"{name}_flatten", dtype=self.dtype)(x)
+        lstm_state = None
+        if lstm is not None:
+            x, lstm_state = lstm_cell(x, *lstm)
         for i, width in enumerate(hidden_layers):
             x = keras.layers.Dense(width, activation="relu", name=f"{name}_hidden_{i}", dtype=self.dtype)(x)
         # Logits in float32 whatever the compute dtype: the losses need the precision.
-        return keras.layers.Dense(outputs, name=name, dtype="float32")(x)
+        logits = keras.layers.Dense(outputs, name=name, dtype="float32")(x)
+        return logits if lstm is None else (logits, lstm_state)
 
 
 def downsample(build: _Builder, image, planes: int):
@@ -145,15 +158,23 @@ class ResNetwork(KerasNetwork):
         x = downsample(build, image, planes) if net.downsample else build.conv_bn_relu(image, planes, "stem")
         x = build.tower(x, planes, net.blocks, "res")
         self.representation = keras.Model(image, {"state": x}, name="representation")
-        self.hidden_shape = tuple(int(d) for d in x.shape[1:])
+        self.latent_shape = self.hidden_shape = tuple(int(d) for d in x.shape[1:])
 
-        state_and_action = keras.Input((*self.hidden_shape[:2], planes + a), name="state_and_action")
+        state_and_action = keras.Input((*self.latent_shape[:2], planes + a), name="state_and_action")
         x = build.conv_bn_relu(state_and_action, planes, "dynamics_in")
         x = build.tower(x, planes, net.blocks, "res")
-        reward = build.head(x, 1, net.hidden_layers, bins, "reward")
-        self.dynamics = keras.Model(state_and_action, {"state": x, "reward": reward}, name="dynamics")
+        if net.value_prefix:
+            lstm_input = keras.Input((2 * net.lstm_hidden_size,), name="lstm_state")
+            lstm = (lstm_input, net.lstm_hidden_size)
+            reward, lstm_state = build.head(x, 1, net.hidden_layers, bins, "reward", lstm)
+            outputs = {"state": x, "reward": reward, "lstm_state": lstm_state}
+            self.dynamics = keras.Model([state_and_action, lstm_input], outputs, name="dynamics")
+            self._enable_value_prefix(net.lstm_hidden_size, net.value_prefix_horizon)
+        else:
+            reward = build.head(x, 1, net.hidden_layers, bins, "reward")
+            self.dynamics = keras.Model(state_and_action, {"state": x, "reward": reward}, name="dynamics")
 
-        state = keras.Input(self.hidden_shape, name="state")
+        state = keras.Input(self.latent_shape, name="state")
         value = build.head(state, 1, net.hidden_layers, bins, "value")
         policy = build.head(state, 2, net.hidden_layers, a, "policy")
         self.prediction = keras.Model(state, {"policy": policy, "value": value}, name="prediction")
@@ -172,23 +193,26 @@ class ResNetwork(KerasNetwork):
         return frames if actions is None else tf.concat([frames, actions / float(self.action_space_size)], axis=-1)
 
     def represent(self, observation, training: bool = False) -> tf.Tensor:
-        """The representation function alone: [B, H, W, C] images -> scaled hidden planes [B, h, w, planes]."""
+        """The representation function alone: [B, H, W, C] images -> scaled latent planes [B, h, w, planes]."""
         return scale_hidden_state_planes(self.representation(self.scale_image(observation), training=training)["state"])
 
     def initial_inference(self, observation, training: bool = False) -> NetworkOutput:
+        """images [B, H, W, C] -> NetworkOutput; hidden state [B, h, w, P] ([B, h, w, P + m] with value prefix)."""
         state = self.represent(observation, training)
         # The initial step has no incoming transition: its reward is 0 and carries no gradient.
-        return self._predict(state, tf.zeros(tf.shape(state)[:1]), None, training)
+        return self._predict(state, tf.zeros(tf.shape(state)[:1]), None, training, self._initial_state(state))
 
     def recurrent_inference(self, hidden_state, action, training: bool = False) -> NetworkOutput:
+        """hidden_state [B, *hidden_shape], action [B] -> NetworkOutput (value prefix: see `keras.py`)."""
+        inputs = self._dynamics_inputs(hidden_state)
+        latent, lstm_state = inputs[:2]
         # The action as planes: a one-hot vector tiled over the 6x6 grid.
         one_hot = tf.one_hot(tf.cast(action, tf.int32), self.action_space_size)
-        height, width = self.hidden_shape[:2]
+        height, width = self.latent_shape[:2]
         planes = tf.tile(one_hot[:, None, None, :], [1, height, width, 1])
-        out = self.dynamics(tf.concat([hidden_state, planes], axis=-1), training=training)
-        state = scale_hidden_state_planes(out["state"])
-        reward_logits = out["reward"] if self.support_size else out["reward"][:, 0]
-        return self._predict(state, self._scalar(out["reward"]), reward_logits, training)
+        x = tf.concat([latent, planes], axis=-1)
+        out = self.dynamics(x if lstm_state is None else [x, lstm_state], training=training)
+        return self._recurrent_output(out, inputs, scale_hidden_state_planes(out["state"]), training)
 
     def get_weights(self) -> dict:
         """Weights as plain numpy data: {function: [arrays in Keras order]} (batch-norm averages included)."""

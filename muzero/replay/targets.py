@@ -49,9 +49,7 @@ class Batch(NamedTuple):
         return Batch(*(None if field is None else np.array(field[rows]) for field in self))
 
 
-def make_batch(
-    games_positions: list[tuple[Game, int]], padding: np.ndarray, num_unroll_steps: int, td_steps
-) -> Batch:
+def make_batch(games_positions: list[tuple[Game, int]], padding: np.ndarray, num_unroll_steps: int, td_steps) -> Batch:
     """The batch for given (game, position) pairs, position by position with `make_target`.
 
     The readable definition; `make_batch_vectorized` computes the same arrays at once.
@@ -133,6 +131,30 @@ def make_batch_vectorized(
         target_policy=policy.astype(np.float32),
         policy_mask=inside.astype(np.float32),
     )
+
+
+def value_prefix_targets(target_reward: np.ndarray, horizon: int) -> np.ndarray:
+    """EfficientZero's value-prefix targets (Ye et al. 2021, section 4.2): at unroll step k >= 1,
+    the sum of the rewards u_{t+j} into steps j = k0..k, where k0 = horizon * ((k - 1) // horizon) + 1
+    is the first step after the last reset of the network's LSTM (it restarts after every
+    `horizon` steps). Step 0 keeps 0 (no reward loss there).
+
+    Args:
+      target_reward: [B, K + 1] `Batch.target_reward` (reward into each step, 0 at k = 0 and
+        past a game's end).
+      horizon: `network.value_prefix_horizon`.
+
+    Returns:
+      [B, K + 1] float32.
+    """
+    prefix = np.zeros_like(target_reward, dtype=np.float32)
+    running = np.zeros(len(target_reward), np.float32)
+    for k in range(1, target_reward.shape[1]):
+        if (k - 1) % horizon == 0:  # the LSTM restarted before step k
+            running = np.zeros_like(running)
+        running = running + target_reward[:, k]
+        prefix[:, k] = running
+    return prefix
 
 
 def unroll_observations(
