@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, read_eval
-from benchlib import train_command
+from bench_minatar import DQN_CURVE, curve, train_to
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("puct", "gumbel")
@@ -58,21 +56,11 @@ def breakout(args: argparse.Namespace) -> None:
     rows, finals = [], []
     for algorithm, budget in cells(args.budgets, args.first):
         run_dir = out / f"{algorithm}{budget}"
-        evaluations = read_eval(run_dir)
-        if evaluations and int(evaluations[-1]["training_step"]) >= steps:
-            print(f"{run_dir.name}: finished before, read", flush=True)
-        else:
-            if run_dir.exists():
-                command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
-            else:
-                settings = cell_settings(algorithm, budget) + [
-                    f"train.training_steps={steps}",
-                    f"run.eval_interval={steps // 8}",
-                    f"run.eval_episodes={args.episodes}",
-                ]
-                command = train_command(BREAKOUT, run_dir, 0, settings)
-            print(f"{run_dir.name}: {' '.join(command[2:])}", flush=True)
-            subprocess.run(command, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        settings = cell_settings(algorithm, budget) + [
+            f"run.eval_interval={steps // 8}",
+            f"run.eval_episodes={args.episodes}",
+        ]
+        train_to(BREAKOUT, run_dir, 0, settings, steps)
         points = curve("breakout", 0, run_dir)
         for point in points:
             point.update(algorithm=algorithm, simulations=budget)

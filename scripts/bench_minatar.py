@@ -98,6 +98,22 @@ def train(game: str, seed: int, run_dir: Path, args: argparse.Namespace) -> None
         raise SystemExit(f"{game} seed {seed}: muzero train exited with status {process.returncode}")
 
 
+def train_to(config: Path, run_dir: Path, seed: int, settings: list[str], training_steps: int) -> None:
+    """One run of `muzero train` to `training_steps` (its `train.training_steps`), or nothing when
+    the run folder's last evaluation is there already; a run folder cut short continues with
+    `--resume` (its own config: `settings` apply to a fresh run only)."""
+    rows = read_eval(run_dir)
+    if rows and int(rows[-1]["training_step"]) >= training_steps:
+        print(f"{run_dir.name}: finished before, read", flush=True)
+        return
+    if run_dir.exists():
+        command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
+    else:
+        command = train_command(config, run_dir, seed, [*settings, f"train.training_steps={training_steps}"])
+    print(f"{run_dir.name}: {' '.join(command[2:])}", flush=True)
+    subprocess.run(command, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
 def evaluation_seconds(run_dir: Path) -> float:
     rows = read_eval(run_dir)
     return float(rows[-1]["eval_seconds"]) if rows else 0.0

@@ -1,5 +1,6 @@
 """The yardsticks the benchmark scripts draw: DQN's MinAtar curves (scripts/bench_minatar.py)
-and the cells of the Gumbel grid (scripts/bench_gumbel.py)."""
+the cells of the Gumbel grid (scripts/bench_gumbel.py) and of the ablation (scripts/bench_ablation.py),
+and how a cell that finished before is read."""
 
 from __future__ import annotations
 
@@ -31,3 +32,37 @@ def test_gumbel_grid_runs_the_named_cells_first():
     assert sorted(cells) == sorted((a, b) for a in ("puct", "gumbel") for b in (2, 4, 16))
     assert cells[:2] == [("gumbel", 4), ("puct", 16)]
     assert bench.cell_settings("gumbel", 4) == ["search.algorithm=gumbel", "search.num_simulations=4"]
+
+
+def test_ablation_cells_are_each_option_alone_and_all_together():
+    bench = load_script("bench_ablation")
+    options = [name for name in bench.CELLS if name not in ("baseline", "together")]
+    assert bench.CELLS["baseline"] == []
+    # "together" is the union of the single-option cells' overrides, each once.
+    together = bench.CELLS["together"]
+    assert sorted(together) == sorted(s for name in options for s in bench.CELLS[name])
+    assert len(set(together)) == len(together)
+    # more_training doubles the config's 0.1 steps per move, so its run to 500k env steps trains
+    # 100,000 steps where the others train 50,000.
+    assert bench.steps_per_move(bench.CELLS["more_training"]) == pytest.approx(0.2)
+    assert bench.steps_per_move([]) == pytest.approx(0.1)
+
+
+def test_ablation_reads_the_first_evaluation_at_or_past_each_mark():
+    bench = load_script("bench_ablation")
+    points = [{"env_steps": e, "mean_return": r} for e, r in ((98_000, 1.0), (101_500, 2.0), (260_000, 3.0))]
+    # 100k: 98k is short of it, 101.5k is the first past it; 250k: 260k; 500k: never reached.
+    assert bench.at_marks(points) == [(2.0, 101_500), (3.0, 260_000), None]
+
+
+def test_train_to_reads_a_finished_run_instead_of_running_it(tmp_path, monkeypatch, capsys):
+    bench = load_script("bench_minatar")
+    (tmp_path / "eval.csv").write_text("training_step,env_steps\n2500,25000\n5000,50000\n")
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("ran a finished run"))
+    bench.train_to(tmp_path / "config.yaml", tmp_path, 0, [], 5000)
+    assert "finished before, read" in capsys.readouterr().out
+    # One step short of the end: the run folder exists, so it resumes (its own config).
+    commands = []
+    monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command))
+    bench.train_to(tmp_path / "config.yaml", tmp_path, 0, [], 5001)
+    assert commands[0][2:] == ["muzero.cli", "train", "--resume", str(tmp_path)]

@@ -1,0 +1,150 @@
+"""Sample-efficiency ablation (issue 35): MinAtar Breakout with EfficientZero's pieces alone and together.
+
+    python scripts/bench_ablation.py [--cells baseline value_prefix ...] [--seeds 0] [--env-steps 500000]
+    python scripts/bench_ablation.py --cells together --seeds 0 1 2      # the recipe on 3 seeds
+
+Each cell trains `configs/minatar/breakout.yaml` with its `--set` overrides (CELLS) from
+scratch to `--env-steps` environment steps (`train.training_steps` = env steps x the cell's
+`train.steps_per_move`), with a greedy evaluation of `--episodes` episodes every
+`--eval-every` environment steps. Cells run one after the other. A finished cell is kept,
+its `eval.csv` and `config.yaml`, in `--keep` (default docs/ablation/CELL_seedS), so that a
+later session (whose runs/ starts empty) reads it instead of running it again; a cell cut
+short continues from its run folder with `muzero train --resume`.
+
+Writes OUT/table.md (the return at the first evaluation at or past each of MARKS, its
+environment steps beside it, and DQN's return there), OUT/curves.csv and OUT/curves.png
+(return against environment steps, DQN's curve dashed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from bench_minatar import DQN_CURVE, curve, dqn_at, read_eval, train_to
+from benchlib import markdown_table, number, write_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+BREAKOUT = ROOT / "configs" / "minatar" / "breakout.yaml"
+MARKS = (100_000, 250_000, 500_000)
+# Each option at EfficientZero's value where it has one (Ye et al. 2021, appendix A.2).
+OPTIONS = {
+    # The value horizon shrinks by one step for every 2,000 training steps (20,000 env steps at
+    # 0.1 steps per move) of a position's age; this config's td_steps 10 reaches 1 at 18,000
+    # steps, about the age of the oldest games in its 2,000-game window early in the run.
+    "off_policy": ["replay.off_policy_correction_steps=2000"],
+    "value_prefix": ["network.value_prefix=true"],  # horizon 5, EfficientZero's lstm_horizon_len
+    "consistency": ["train.consistency_loss_weight=2"],  # EfficientZero's lambda_3
+    "reanalyse": ["reanalyse.fraction=0.8"],  # the paper's share of reanalysed policy targets
+    # Twice the training steps per environment step (EfficientZero trains on each sample more).
+    "more_training": ["train.steps_per_move=0.2"],
+}
+CELLS = {"baseline": [], **OPTIONS, "together": [s for settings in OPTIONS.values() for s in settings]}
+
+
+def steps_per_move(settings: list[str]) -> float:
+    sys.path.insert(0, str(ROOT))
+    from muzero.config_loader import load_config
+
+    return load_config(BREAKOUT, settings).train.steps_per_move
+
+
+def at_marks(points: list[dict], marks=MARKS) -> list[tuple[float, int] | None]:
+    """(return, env steps) of the first evaluation at or past each mark; None when the run
+    stopped before it."""
+    found = []
+    for mark in marks:
+        past = [p for p in points if p["env_steps"] >= mark]
+        found.append((past[0]["mean_return"], past[0]["env_steps"]) if past else None)
+    return found
+
+
+def run_cell(name: str, seed: int, args: argparse.Namespace) -> list[dict]:
+    settings = CELLS[name]
+    rate = steps_per_move(settings)
+    steps = round(args.env_steps * rate)
+    kept, run_dir = args.keep / f"{name}_seed{seed}", args.out / f"{name}_seed{seed}"
+    rows = read_eval(kept)
+    if not (rows and int(rows[-1]["training_step"]) >= steps):
+        every = max(1, round(args.eval_every * rate))
+        evaluation = [f"run.eval_interval={every}", f"run.eval_episodes={args.episodes}"]
+        train_to(BREAKOUT, run_dir, seed, [*settings, *evaluation], steps)
+        kept.mkdir(parents=True, exist_ok=True)
+        for name_ in ("eval.csv", "config.yaml"):
+            shutil.copy2(run_dir / name_, kept / name_)
+    points = curve("breakout", seed, kept)
+    for point in points:
+        point["cell"] = name
+    return points
+
+
+def table(rows: list[dict], cells: list[str], seeds: list[int]) -> str:
+    body = []
+    for name in cells:
+        for seed in seeds:
+            points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
+            if not points:
+                continue
+            cols = [f"{m[0]:.2f} ({m[1] / 1000:.0f}k)" if m else "-" for m in at_marks(points)]
+            minutes = round(points[-1]["wall_seconds"] / 60)
+            body.append((name, seed, *cols, minutes))
+    dqn = ("DQN (MinAtar paper)", "-", *(number(dqn_at("breakout", m), ".1f") for m in MARKS), "-")
+    header = ("cell", "seed", *(f"return at {m // 1000}k (env steps)" for m in MARKS), "wall minutes")
+    return markdown_table(header, [*body, dqn])
+
+
+def plot(rows: list[dict], path: Path, env_steps: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(7, 4.2))
+    for name in dict.fromkeys(r["cell"] for r in rows):
+        for i, seed in enumerate(sorted({r["seed"] for r in rows if r["cell"] == name})):
+            points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
+            label = name if i == 0 else None  # one legend entry per cell
+            axis.plot(
+                [p["env_steps"] / 1000 for p in points],
+                [p["mean_return"] for p in points],
+                marker="o",
+                markersize=3,
+                label=label,
+            )
+    dqn = [p for p in DQN_CURVE["breakout"] if p[0] <= env_steps]
+    axis.plot([p[0] / 1000 for p in dqn], [p[1] for p in dqn], color="grey", linestyle="--", label="DQN")
+    axis.set_xlabel("environment steps (k)")
+    axis.set_ylabel("mean greedy return")
+    axis.set_title("MinAtar Breakout: EfficientZero's pieces, 2-core CPU")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", nargs="+", choices=list(CELLS), default=list(CELLS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--env-steps", type=int, default=MARKS[-1], help="environment steps per run")
+    parser.add_argument("--eval-every", type=int, default=50_000, help="environment steps between evaluations")
+    parser.add_argument("--episodes", type=int, default=100, help="greedy episodes per evaluation")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_ablation")
+    parser.add_argument("--keep", type=Path, default=ROOT / "docs" / "ablation", help="finished cells' eval.csv")
+    args = parser.parse_args()
+    rows = []
+    for name in args.cells:
+        for seed in args.seeds:
+            rows += run_cell(name, seed, args)
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_csv(args.out / "curves.csv", rows)
+            (args.out / "table.md").write_text(table(rows, args.cells, args.seeds) + "\n")
+            plot(rows, args.out / "curves.png", args.env_steps)
+    print((args.out / "table.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
