@@ -23,7 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, dqn_at, read_eval, train_to
+from bench_minatar import DQN_CURVE, curve, dqn_at, finished, train_to
 from benchlib import markdown_table, number, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +66,7 @@ def run_cell(name: str, seed: int, args: argparse.Namespace) -> list[dict]:
     rate = steps_per_move(settings)
     steps = round(args.env_steps * rate)
     kept, run_dir = args.keep / f"{name}_seed{seed}", args.out / f"{name}_seed{seed}"
-    rows = read_eval(kept)
-    if not (rows and int(rows[-1]["training_step"]) >= steps):
+    if not finished(kept, steps):
         every = max(1, round(args.eval_every * rate))
         evaluation = [f"run.eval_interval={every}", f"run.eval_episodes={args.episodes}"]
         train_to(BREAKOUT, run_dir, seed, [*settings, *evaluation], steps)

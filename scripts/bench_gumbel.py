@@ -9,7 +9,8 @@
   steps (`train.training_steps` = env steps x the config's `train.steps_per_move`, so the
   run stops there) with a greedy evaluation of `--episodes` episodes 8 times on the way (the
   last at the end). A cell whose run reached the end is read, not run again; an interrupted
-  one continues with `muzero train --resume`. Writes OUT/breakout/curves.csv, the table of
+  one continues with `muzero train --resume`; `--read-only` runs none (the finished cells'
+  tables and curves while the grid is under way). Writes OUT/breakout/curves.csv, the table of
   final returns OUT/breakout/final.csv and OUT/breakout/curves.png (return against env
   steps, one panel per budget, pUCT and Gumbel in each).
 * speed: moves/s of each config's batched self-play for each budget and algorithm, in this
@@ -30,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, train_to
+from bench_minatar import DQN_CURVE, curve, finished, train_to
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("puct", "gumbel")
@@ -38,9 +39,11 @@ BREAKOUT = ROOT / "configs" / "minatar" / "breakout.yaml"
 
 
 def cells(budgets: list[int], first: list[str]) -> list[tuple[str, int]]:
-    """(algorithm, budget) for every cell, the `first` ones ("gumbel4") ahead of the rest."""
+    """(algorithm, budget) for every cell, the `first` ones ("gumbel4") ahead of the rest in
+    the order given."""
     every = [(algorithm, budget) for budget in budgets for algorithm in ALGORITHMS]
-    return sorted(every, key=lambda cell: f"{cell[0]}{cell[1]}" not in first)
+    order = {name: i for i, name in enumerate(first)}
+    return sorted(every, key=lambda cell: order.get(f"{cell[0]}{cell[1]}", len(first)))
 
 
 def cell_settings(algorithm: str, budget: int) -> list[str]:
@@ -60,7 +63,11 @@ def breakout(args: argparse.Namespace) -> None:
             f"run.eval_interval={steps // 8}",
             f"run.eval_episodes={args.episodes}",
         ]
-        train_to(BREAKOUT, run_dir, 0, settings, steps)
+        if args.read_only:
+            if not finished(run_dir, steps):
+                continue
+        else:
+            train_to(BREAKOUT, run_dir, 0, settings, steps)
         points = curve("breakout", 0, run_dir)
         for point in points:
             point.update(algorithm=algorithm, simulations=budget)
@@ -168,6 +175,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_gumbel")
     parser.add_argument("--env-steps", type=int, default=200_000, help="breakout: environment steps per run")
     parser.add_argument("--episodes", type=int, default=100, help="breakout: greedy episodes per evaluation")
+    parser.add_argument(
+        "--read-only", action="store_true", help="breakout: tables and curves of the finished cells, running none"
+    )
     parser.add_argument("--configs", nargs="+", default=["minatar/breakout", "tictactoe", "connect4"])
     parser.add_argument("--moves", type=int, default=20, help="speed: timed batched moves per cell")
     parser.add_argument("--game", choices=["tictactoe", "connect4"], default="tictactoe")

@@ -98,12 +98,17 @@ def train(game: str, seed: int, run_dir: Path, args: argparse.Namespace) -> None
         raise SystemExit(f"{game} seed {seed}: muzero train exited with status {process.returncode}")
 
 
+def finished(run_dir: Path, training_steps: int) -> bool:
+    """Whether the run folder's last evaluation is at `training_steps` or past it."""
+    rows = read_eval(run_dir)
+    return bool(rows) and int(rows[-1]["training_step"]) >= training_steps
+
+
 def train_to(config: Path, run_dir: Path, seed: int, settings: list[str], training_steps: int) -> None:
     """One run of `muzero train` to `training_steps` (its `train.training_steps`), or nothing when
     the run folder's last evaluation is there already; a run folder cut short continues with
     `--resume` (its own config: `settings` apply to a fresh run only)."""
-    rows = read_eval(run_dir)
-    if rows and int(rows[-1]["training_step"]) >= training_steps:
+    if finished(run_dir, training_steps):
         print(f"{run_dir.name}: finished before, read", flush=True)
         return
     if run_dir.exists():

@@ -31,6 +31,8 @@ def test_gumbel_grid_runs_the_named_cells_first():
     # Every (algorithm, budget) once: 2 algorithms x 3 budgets; the target comparison first.
     assert sorted(cells) == sorted((a, b) for a in ("puct", "gumbel") for b in (2, 4, 16))
     assert cells[:2] == [("gumbel", 4), ("puct", 16)]
+    # In the order given, not the grid's (puct16 would come after gumbel2 by budget).
+    assert bench.cells([2, 4, 16], ["puct16", "gumbel2"])[:2] == [("puct", 16), ("gumbel", 2)]
     assert bench.cell_settings("gumbel", 4) == ["search.algorithm=gumbel", "search.num_simulations=4"]
 
 
