@@ -19,11 +19,10 @@ environment steps beside it, and DQN's return there), OUT/curves.csv and OUT/cur
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, dqn_at, finished, train_to
+from bench_minatar import DQN_CURVE, curve, dqn_at, train_kept
 from benchlib import markdown_table, number, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,13 +65,9 @@ def run_cell(name: str, seed: int, args: argparse.Namespace) -> list[dict]:
     rate = steps_per_move(settings)
     steps = round(args.env_steps * rate)
     kept, run_dir = args.keep / f"{name}_seed{seed}", args.out / f"{name}_seed{seed}"
-    if not finished(kept, steps):
-        every = max(1, round(args.eval_every * rate))
-        evaluation = [f"run.eval_interval={every}", f"run.eval_episodes={args.episodes}"]
-        train_to(BREAKOUT, run_dir, seed, [*settings, *evaluation], steps)
-        kept.mkdir(parents=True, exist_ok=True)
-        for name_ in ("eval.csv", "config.yaml"):
-            shutil.copy2(run_dir / name_, kept / name_)
+    every = max(1, round(args.eval_every * rate))
+    evaluation = [f"run.eval_interval={every}", f"run.eval_episodes={args.episodes}"]
+    train_kept(BREAKOUT, run_dir, kept, seed, [*settings, *evaluation], steps)
     points = curve("breakout", seed, kept)
     for point in points:
         point["cell"] = name

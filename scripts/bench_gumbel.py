@@ -9,8 +9,9 @@
   steps (`train.training_steps` = env steps x the config's `train.steps_per_move`, so the
   run stops there) with a greedy evaluation of `--episodes` episodes 8 times on the way (the
   last at the end). A cell whose run reached the end is read, not run again; an interrupted
-  one continues with `muzero train --resume`; `--read-only` runs none (the finished cells'
-  tables and curves while the grid is under way). Writes OUT/breakout/curves.csv, the table of
+  one continues with `muzero train --resume`. A finished cell's eval.csv and config.yaml are
+  kept in `--keep` (docs/gumbel/breakout/CELL, committed), read there by later sessions;
+  `--read-only` runs none (the finished cells' tables and curves while the grid is under way). Writes OUT/breakout/curves.csv, the table of
   final returns OUT/breakout/final.csv and OUT/breakout/curves.png (return against env
   steps, one panel per budget, pUCT and Gumbel in each).
 * speed: moves/s of each config's batched self-play for each budget and algorithm, in this
@@ -31,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, finished, train_to
+from bench_minatar import DQN_CURVE, curve, finished, train_kept
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("puct", "gumbel")
@@ -63,12 +64,14 @@ def breakout(args: argparse.Namespace) -> None:
             f"run.eval_interval={steps // 8}",
             f"run.eval_episodes={args.episodes}",
         ]
+        kept = args.keep / run_dir.name
         if args.read_only:
-            if not finished(run_dir, steps):
+            kept = kept if finished(kept, steps) else run_dir
+            if not finished(kept, steps):
                 continue
         else:
-            train_to(BREAKOUT, run_dir, 0, settings, steps)
-        points = curve("breakout", 0, run_dir)
+            train_kept(BREAKOUT, run_dir, kept, 0, settings, steps)
+        points = curve("breakout", 0, kept)
         for point in points:
             point.update(algorithm=algorithm, simulations=budget)
         rows += points
@@ -175,6 +178,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_gumbel")
     parser.add_argument("--env-steps", type=int, default=200_000, help="breakout: environment steps per run")
     parser.add_argument("--episodes", type=int, default=100, help="breakout: greedy episodes per evaluation")
+    parser.add_argument(
+        "--keep", type=Path, default=ROOT / "docs" / "gumbel" / "breakout", help="breakout: finished cells' eval.csv"
+    )
     parser.add_argument(
         "--read-only", action="store_true", help="breakout: tables and curves of the finished cells, running none"
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,6 +118,19 @@ def train_to(config: Path, run_dir: Path, seed: int, settings: list[str], traini
         command = train_command(config, run_dir, seed, [*settings, f"train.training_steps={training_steps}"])
     print(f"{run_dir.name}: {' '.join(command[2:])}", flush=True)
     subprocess.run(command, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def train_kept(config: Path, run_dir: Path, kept: Path, seed: int, settings: list[str], training_steps: int) -> None:
+    """`train_to`, unless `kept` holds the finished run's eval.csv; a run that finishes leaves its
+    eval.csv and config.yaml in `kept` (a folder under docs/, committed: a later session's runs/
+    starts empty)."""
+    if finished(kept, training_steps):
+        print(f"{run_dir.name}: kept in {kept}, read", flush=True)
+        return
+    train_to(config, run_dir, seed, settings, training_steps)
+    kept.mkdir(parents=True, exist_ok=True)
+    for name in (EVAL_FILE, CONFIG_FILE):
+        shutil.copy2(run_dir / name, kept / name)
 
 
 def evaluation_seconds(run_dir: Path) -> float:

@@ -68,3 +68,21 @@ def test_train_to_reads_a_finished_run_instead_of_running_it(tmp_path, monkeypat
     monkeypatch.setattr(bench.subprocess, "run", lambda command, **k: commands.append(command))
     bench.train_to(tmp_path / "config.yaml", tmp_path, 0, [], 5001)
     assert commands[0][2:] == ["muzero.cli", "train", "--resume", str(tmp_path)]
+
+
+def test_train_kept_reads_the_kept_copy_and_keeps_a_finished_run(tmp_path, monkeypatch):
+    bench = load_script("bench_minatar")
+    run_dir, kept = tmp_path / "runs" / "cell", tmp_path / "docs" / "cell"
+
+    def train(command, **kwargs):  # a run that writes its folder's eval.csv and config.yaml
+        run_dir.mkdir(parents=True)
+        (run_dir / "eval.csv").write_text("training_step,env_steps\n5000,50000\n")
+        (run_dir / "config.yaml").write_text("run: {seed: 0}\n")
+
+    monkeypatch.setattr(bench.subprocess, "run", train)
+    bench.train_kept(tmp_path / "config.yaml", run_dir, kept, 0, [], 5000)
+    assert (kept / "eval.csv").read_text() == (run_dir / "eval.csv").read_text()
+    assert (kept / "config.yaml").is_file()
+    # A later session: runs/ is empty, the kept copy is read and nothing runs.
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("ran a kept run"))
+    bench.train_kept(tmp_path / "config.yaml", tmp_path / "empty" / "cell", kept, 0, [], 5000)
