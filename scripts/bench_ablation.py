@@ -19,10 +19,9 @@ environment steps beside it, and DQN's return there), OUT/curves.csv and OUT/cur
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, dqn_at, train_kept
+from bench_minatar import DQN_CURVE, curve, dqn_at, steps_per_move, train_kept
 from benchlib import markdown_table, number, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,13 +42,6 @@ OPTIONS = {
 CELLS = {"baseline": [], **OPTIONS, "together": [s for settings in OPTIONS.values() for s in settings]}
 
 
-def steps_per_move(settings: list[str]) -> float:
-    sys.path.insert(0, str(ROOT))
-    from muzero.config_loader import load_config
-
-    return load_config(BREAKOUT, settings).train.steps_per_move
-
-
 def at_marks(points: list[dict], marks=MARKS) -> list[tuple[float, int] | None]:
     """(return, env steps) of the first evaluation at or past each mark; None when the run
     stopped before it."""
@@ -62,7 +54,7 @@ def at_marks(points: list[dict], marks=MARKS) -> list[tuple[float, int] | None]:
 
 def run_cell(name: str, seed: int, args: argparse.Namespace) -> list[dict]:
     settings = CELLS[name]
-    rate = steps_per_move(settings)
+    rate = steps_per_move(BREAKOUT, settings)
     steps = round(args.env_steps * rate)
     kept, run_dir = args.keep / f"{name}_seed{seed}", args.out / f"{name}_seed{seed}"
     every = max(1, round(args.eval_every * rate))

@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, finished, train_kept
+from bench_minatar import DQN_CURVE, curve, finished, steps_per_move, train_kept
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("puct", "gumbel")
@@ -52,10 +52,7 @@ def cell_settings(algorithm: str, budget: int) -> list[str]:
 
 
 def breakout(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(ROOT))
-    from muzero.config_loader import load_config
-
-    steps = round(args.env_steps * load_config(BREAKOUT, []).train.steps_per_move)
+    steps = round(args.env_steps * steps_per_move(BREAKOUT, []))
     out = args.out / "breakout"
     rows, finals = [], []
     for algorithm, budget in cells(args.budgets, args.first):
@@ -65,13 +62,12 @@ def breakout(args: argparse.Namespace) -> None:
             f"run.eval_episodes={args.episodes}",
         ]
         kept = args.keep / run_dir.name
-        if args.read_only:
-            kept = kept if finished(kept, steps) else run_dir
-            if not finished(kept, steps):
-                continue
-        else:
+        if not args.read_only:
             train_kept(BREAKOUT, run_dir, kept, 0, settings, steps)
-        points = curve("breakout", 0, kept)
+        done = next((folder for folder in (kept, run_dir) if finished(folder, steps)), None)
+        if done is None:  # --read-only: a cell not finished yet
+            continue
+        points = curve("breakout", 0, done)
         for point in points:
             point.update(algorithm=algorithm, simulations=budget)
         rows += points

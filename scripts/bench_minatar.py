@@ -99,6 +99,15 @@ def train(game: str, seed: int, run_dir: Path, args: argparse.Namespace) -> None
         raise SystemExit(f"{game} seed {seed}: muzero train exited with status {process.returncode}")
 
 
+def steps_per_move(config: Path, settings: list[str]) -> float:
+    """`train.steps_per_move` of `config` with the `--set` `settings`: a run to E environment
+    steps trains E times this many steps."""
+    sys.path.insert(0, str(ROOT))
+    from muzero.config_loader import load_config
+
+    return load_config(config, list(settings)).train.steps_per_move
+
+
 def finished(run_dir: Path, training_steps: int) -> bool:
     """Whether the run folder's last evaluation is at `training_steps` or past it."""
     rows = read_eval(run_dir)

@@ -46,8 +46,8 @@ def test_ablation_cells_are_each_option_alone_and_all_together():
     assert len(set(together)) == len(together)
     # more_training doubles the config's 0.1 steps per move, so its run to 500k env steps trains
     # 100,000 steps where the others train 50,000.
-    assert bench.steps_per_move(bench.CELLS["more_training"]) == pytest.approx(0.2)
-    assert bench.steps_per_move([]) == pytest.approx(0.1)
+    assert bench.steps_per_move(bench.BREAKOUT, bench.CELLS["more_training"]) == pytest.approx(0.2)
+    assert bench.steps_per_move(bench.BREAKOUT, []) == pytest.approx(0.1)
 
 
 def test_ablation_reads_the_first_evaluation_at_or_past_each_mark():
