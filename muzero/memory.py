@@ -103,6 +103,9 @@ def estimate_memory(
         state = max([network.hidden_state_size, *network.hidden_layers])
         layers = 2 * len(network.hidden_layers) + 4
         weights = layers * state * state
+    if network.value_prefix:  # the augmented state [latent, h, c, prefix, count] and the LSTM's 4 gates
+        state += 2 * network.lstm_hidden_size + 2
+        weights += 4 * network.lstm_hidden_size * (state + network.lstm_hidden_size)
     height_width_channels = int(np.prod(image_shape(stacked, spec.observation_shape)))
     train = config.train
     rows = train.batch_size * (train.num_unroll_steps + 1)

@@ -44,6 +44,24 @@ def test_estimate_of_an_mlp_config_by_hand():
     assert estimate_memory(config, CARTPOLE, processes=2, ray=True).total == estimate.total + GIB // 2
 
 
+def test_value_prefix_counts_the_augmented_state_and_the_lstm():
+    network = NetworkConfig(
+        hidden_state_size=8, hidden_layers=(16,), support_size=2, value_prefix=True, lstm_hidden_size=4
+    )
+    config = MuZeroConfig(
+        game=GameConfig(max_moves=100),
+        network=network,
+        train=TrainConfig(batch_size=10, num_unroll_steps=2),
+        replay=ReplayConfig(window_size=50),
+    )
+    estimate = estimate_memory(config, CARTPOLE, processes=2)
+    # The widest state: 16 + [h, c] (2 x 4) + prefix + count = 26 numbers per row; batch as in
+    # the test above with 26 for 16 in the activations.
+    assert estimate.batch == 4 * (40 + 30 * 16 + 2 * 30 * 6 * 26)
+    # Network: 6 x 16 x 16, and the LSTM's 4 gates of 4 units over [26 inputs, 4 recurrent].
+    assert estimate.network == 4 * 3 * (6 * 16 * 16 + 4 * 4 * (26 + 4))
+
+
 def test_max_bytes_caps_the_replay_estimate():
     config = MuZeroConfig(replay=ReplayConfig(window_size=1_000_000, max_bytes=1000 * 40))
     # 1,000 moves as max_bytes counts them (16 observation + 8 x (3 + 2) = 56 bytes): 40,000 /
