@@ -293,6 +293,7 @@ def _replay_journal(parts: RunParts, dropped: bool) -> None:
     for game, training_step in entries:
         replay.save_game(game, training_step)
         parts.state.counters["env_steps"] += len(game)
+        parts.state.counters["stored_moves"] += len(game)
     if entries:
         logging.info(
             "%d games that finished after the checkpoint (%d moves) added to replay from %s",

@@ -237,6 +237,11 @@ class TrainConfig:
     # Not in the pseudocode (its actors and learner run concurrently): in one
     # process, training steps taken per self-play move, kept as a running ratio.
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
+    # Not in the pseudocode: steps_per_move counts the moves of the games saved to replay
+    # instead of the moves played (games in progress included). With long games in progress
+    # (CartPole: 16 games of up to 500 moves) the learner then waits for them, instead of
+    # training thousands of steps on the few short games already stored.
+    count_stored_moves: bool = False
     # Weight of the value loss against the reward and policy losses (the paper's
     # Reanalyse: 0.25, so that the value does not overfit re-used positions; 1 in the
     # pseudocode).

@@ -7,7 +7,7 @@ checkpoints of earlier versions of this code keep resuming:
     environments: (self-play environments, evaluation environments)
     games_in_progress: the self-play games being played (batched self-play)
     replay: `ReplayBuffer.state_dict()`
-    counters: env_steps, wall_seconds, eval_seconds, nonfinite_skips
+    counters: env_steps, wall_seconds, eval_seconds, nonfinite_skips, stored_moves
 """
 
 from __future__ import annotations
@@ -34,12 +34,19 @@ class RunState:
 
     Attributes:
       rng: draws self-play noise and actions and replay samples.
-      counters: env_steps (self-play moves), wall_seconds, eval_seconds, nonfinite_skips.
+      counters: env_steps (self-play moves), wall_seconds, eval_seconds, nonfinite_skips,
+        stored_moves (the moves of the games saved to replay).
     """
 
     def __init__(self, seed: int):
         self.rng = np.random.default_rng(seed)
-        self.counters = {"env_steps": 0, "wall_seconds": 0.0, "eval_seconds": 0.0, "nonfinite_skips": 0}
+        self.counters = {
+            "env_steps": 0,
+            "wall_seconds": 0.0,
+            "eval_seconds": 0.0,
+            "nonfinite_skips": 0,
+            "stored_moves": 0,
+        }
 
     def state_dict(
         self, eval_rng: np.random.Generator, environments: tuple, games_in_progress: list, replay: dict
@@ -64,3 +71,6 @@ class RunState:
         random.setstate(state["python_random"])
         np.random.set_state(state["numpy_global"])
         self.counters.update(state["counters"])
+        # Checkpoints written before stored_moves was counted: every played move, near enough.
+        if "stored_moves" not in state["counters"]:
+            self.counters["stored_moves"] = self.counters["env_steps"]

@@ -182,7 +182,8 @@ class Trainer:
         train = self.train_settings
         if len(self.replay_buffer) < self.settings.min_games:
             return
-        target = min(int(self.state.counters["env_steps"] * train.steps_per_move), train.training_steps)
+        moves = self.state.counters["stored_moves" if train.count_stored_moves else "env_steps"]
+        target = min(int(moves * train.steps_per_move), train.training_steps)
         started, steps_before = time.time(), self.learner.training_step
         while self.learner.training_step < target and self.stop_signal is None:
             if self.learner.tracing_count() == 0:
@@ -275,6 +276,7 @@ class Trainer:
                 ) from None
         for game in games:
             self.replay_buffer.save_game(game, step)
+            self.state.counters["stored_moves"] += len(game)
             self.progress.add_return(game.episode_return())
         metrics = self.source.metrics()
         if self.source.concurrent:  # the replay ratio achieved, against train.steps_per_move
