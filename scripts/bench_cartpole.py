@@ -1,6 +1,6 @@
 """CartPole from scratch with the default config, for several seeds: when is it solved?
 
-    python scripts/bench_cartpole.py [--seeds 0 1 2] [--episodes 100] [--out runs/bench_cartpole]
+    python scripts/bench_cartpole.py [--seeds 0 1 2] [--episodes 100] [--out runs/bench_cartpole] [--backend local]
 
 For each seed, runs `muzero train --config configs/cartpole.yaml` with greedy
 evaluations of `--episodes` episodes every `--eval-interval` training steps, then
@@ -40,6 +40,9 @@ def main() -> None:
     parser.add_argument("--config", default=str(ROOT / "configs" / "cartpole.yaml"))
     parser.add_argument("--out", type=Path, default=Path("runs/bench_cartpole"))
     parser.add_argument("--set", action="append", default=[], help="extra config overrides for every seed")
+    parser.add_argument(
+        "--backend", choices=["local", "ray", "auto"], default=None, help="`muzero train --backend` (default: its own)"
+    )
     args = parser.parse_args()
 
     summary = []
@@ -47,7 +50,7 @@ def main() -> None:
         run_dir = args.out / f"seed-{seed}"
         if not (run_dir / "eval.csv").is_file():
             settings = [f"run.eval_episodes={args.episodes}", f"run.eval_interval={args.eval_interval}", *args.set]
-            command = train_command(args.config, run_dir, seed, settings)
+            command = train_command(args.config, run_dir, seed, settings, args.backend)
             print(f"seed {seed}: {' '.join(command[1:])}", flush=True)
             subprocess.run(command, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
         with open(run_dir / "eval.csv", newline="") as f:
