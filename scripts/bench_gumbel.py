@@ -19,7 +19,9 @@
   builds it, the freshly initialised network). Writes OUT/speed.csv.
 * boardgames: for each budget and algorithm, `scripts/bench_boardgames.py --game GAME
   --seeds 0 --minutes M` (equal wall time for every cell) into OUT/GAME/<algorithm><budget>;
-  gathers the final matches into OUT/GAME/final.csv.
+  gathers the final matches into OUT/GAME/final.csv, the evaluations into OUT/GAME/curves.csv,
+  and OUT/GAME/curves.png (score against wall time, one panel per budget and opponent). A
+  cell whose run holds its final matches is read, not run again.
 
 The cells run one after the other: never two timed things at once.
 """
@@ -32,6 +34,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench_boardgames import curve as board_curve
 from bench_minatar import DQN_CURVE, curve, finished, steps_per_move, train_kept
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +146,7 @@ def speed(args: argparse.Namespace) -> None:
 
 def boardgames(args: argparse.Namespace) -> None:
     out = args.out / args.game
-    finals = []
+    finals, rows = [], []
     for algorithm, budget in cells(args.budgets, args.first):
         cell_out = out / f"{algorithm}{budget}"
         command = [sys.executable, str(ROOT / "scripts" / "bench_boardgames.py"), "--game", args.game]
@@ -155,7 +158,49 @@ def boardgames(args: argparse.Namespace) -> None:
         with open(cell_out / f"{args.game}_final.csv", newline="") as f:
             finals += [{"algorithm": algorithm, "simulations": budget, **row} for row in csv.DictReader(f)]
         write_csv(out / "final.csv", finals)
-    print(f"written to {out / 'final.csv'}")
+        rows += [
+            {"algorithm": algorithm, "simulations": budget, **row}
+            for row in board_curve(cell_out / f"{args.game}_seed0", 0)
+        ]
+        write_csv(out / "curves.csv", rows)
+        plot_boardgame(rows, args.budgets, out / "curves.png", f"{args.game}, {args.minutes:g} minutes per cell")
+    print(f"written to {out / 'final.csv'}, {out / 'curves.csv'} and {out / 'curves.png'}")
+
+
+def plot_boardgame(rows: list[dict], budgets: list[int], path: Path, title: str) -> None:
+    """Score (win 1, draw 0.5) against wall time: one row of panels per opponent, one column
+    per budget, pUCT and Gumbel in each (against the perfect player, the games lost dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    opponents = sorted({row["opponent"] for row in rows})
+    fig, axes = plt.subplots(
+        len(opponents), len(budgets), figsize=(3.4 * len(budgets), 2.9 * len(opponents)), sharey=True, squeeze=False
+    )
+    for panels, opponent in zip(axes, opponents):
+        for axis, budget in zip(panels, budgets):
+            for index, algorithm in enumerate(ALGORITHMS):
+                points = [
+                    r
+                    for r in rows
+                    if (r["algorithm"], r["simulations"], r["opponent"]) == (algorithm, budget, opponent)
+                ]
+                minutes = [p["wall_seconds"] / 60 for p in points]
+                name = "pUCT" if algorithm == "puct" else "Gumbel"
+                axis.plot(minutes, [p["score"] for p in points], color=f"C{index}", marker=".", label=f"{name} score")
+                if opponent == "perfect":
+                    lost = [p["loss"] for p in points]
+                    axis.plot(minutes, lost, color=f"C{index}", linestyle="--", label=f"{name} lost")
+            axis.set_title(f"{budget} simulations, against {opponent}", fontsize=9)
+            axis.set(xlabel="wall time (minutes)", ylim=(-0.02, 1.02))
+            axis.grid(alpha=0.3)
+        panels[0].legend(fontsize=7)
+    fig.suptitle(f"{title}, seed 0, 2-core CPU")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
