@@ -14,9 +14,10 @@
   `--read-only` runs none (the finished cells' tables and curves while the grid is under way). Writes OUT/breakout/curves.csv, the table of
   final returns OUT/breakout/final.csv and OUT/breakout/curves.png (return against env
   steps, one panel per budget, pUCT and Gumbel in each).
-* speed: moves/s of each config's batched self-play for each budget and algorithm, in this
-  process, one after the other (`bench_throughput.selfplay_row`: as a self-play actor
-  builds it, the freshly initialised network). Writes OUT/speed.csv.
+* speed: moves/s of each config's batched self-play for each budget and algorithm (the
+  median of `--repeats` timings of `--moves` batched moves each), in this process, one after
+  the other (`bench_throughput.selfplay_row`: as a self-play actor builds it, the freshly
+  initialised network). Writes OUT/speed.csv.
 * boardgames: for each budget and algorithm, `scripts/bench_boardgames.py --game GAME
   --seeds 0 --minutes M` (equal wall time for every cell) into OUT/GAME/<algorithm><budget>;
   gathers the final matches into OUT/GAME/final.csv, the evaluations into OUT/GAME/curves.csv,
@@ -132,11 +133,12 @@ def speed(args: argparse.Namespace) -> None:
     rows = []
     for config in args.configs:
         for algorithm, budget in cells(args.budgets, []):
-            row = selfplay_row(str(ROOT / "configs" / f"{config}.yaml"), cell_settings(algorithm, budget), args.moves)
+            path = str(ROOT / "configs" / f"{config}.yaml")
+            row = selfplay_row(path, cell_settings(algorithm, budget), args.moves, args.repeats)
             rows.append({"config": config, "algorithm": algorithm, "simulations": budget, **row})
             print(
                 f"{config:18s} {algorithm:6s} {budget:3d} simulations: {row['moves_per_s']:7.1f} moves/s "
-                f"({row['games']} games per batched move)",
+                f"(median of {row['moves_per_s_each']}; {row['games']} games per batched move)",
                 flush=True,
             )
     args.out.mkdir(parents=True, exist_ok=True)
@@ -226,7 +228,8 @@ def main() -> None:
         "--read-only", action="store_true", help="breakout: tables and curves of the finished cells, running none"
     )
     parser.add_argument("--configs", nargs="+", default=["minatar/breakout", "tictactoe", "connect4"])
-    parser.add_argument("--moves", type=int, default=20, help="speed: timed batched moves per cell")
+    parser.add_argument("--moves", type=int, default=20, help="speed: timed batched moves per timing")
+    parser.add_argument("--repeats", type=int, default=5, help="speed: timings per cell, the median reported")
     parser.add_argument("--game", choices=["tictactoe", "connect4"], default="tictactoe")
     parser.add_argument("--minutes", type=float, default=15.0, help="boardgames: training minutes per cell")
     args = parser.parse_args()

@@ -496,9 +496,9 @@ def network_seconds(network, rows: int, simulations: int, jit: bool, repetitions
     return seconds_per_call(tf.function(move, jit_compile=jit), inputs, repetitions)
 
 
-def selfplay_row(config_path: str, overrides: Sequence[str], moves: int) -> dict:
-    """Moves/s of a config's batched self-play over `moves` batched moves after the first, and
-    the network arithmetic in them."""
+def selfplay_row(config_path: str, overrides: Sequence[str], moves: int, repeats: int = 1) -> dict:
+    """Moves/s of a config's batched self-play over `moves` batched moves after the first (the
+    median of `repeats` such timings, one after the other), and the network arithmetic in them."""
     from muzero.envs import make_environments
     from muzero.factories import make_batched_selfplay, make_run_network, make_run_searcher
 
@@ -512,9 +512,12 @@ def selfplay_row(config_path: str, overrides: Sequence[str], moves: int) -> dict
     started = time.perf_counter()
     selfplay.play(published, rng, 1)  # the first call traces and compiles the search
     first = time.perf_counter() - started
-    started = time.perf_counter()
-    _, played = selfplay.play(published, rng, moves)
-    seconds = time.perf_counter() - started
+    timings = []  # (seconds, moves played) of each repeat
+    for _ in range(repeats):
+        started = time.perf_counter()
+        _, played = selfplay.play(published, rng, moves)
+        timings.append((time.perf_counter() - started, played))
+    seconds, played = sorted(timings, key=lambda t: t[1] / t[0])[len(timings) // 2]  # the median's
     initial, recurrent = inference_flops(network, rows)
     simulations = config.search.num_simulations
     per_move = initial + simulations * recurrent
@@ -527,6 +530,7 @@ def selfplay_row(config_path: str, overrides: Sequence[str], moves: int) -> dict
         "first_call_s": first,
         "moves": played,
         "moves_per_s": played / seconds,
+        "moves_per_s_each": " / ".join(f"{n / t:.0f}" for t, n in timings),
         "ms_per_batched_move": 1e3 * seconds / moves,
         "network_mflop_per_move": per_move / 1e6,
         "network_gflops": per_move * played / seconds / 1e9,
