@@ -2,7 +2,7 @@
 
     python scripts/bench_gumbel.py breakout [--budgets 2 4 8 16 50] [--env-steps 200000] [--out runs/bench_gumbel]
     python scripts/bench_gumbel.py speed [--budgets 2 4 8 16 50] [--configs minatar/breakout tictactoe connect4]
-    python scripts/bench_gumbel.py boardgames --game tictactoe --minutes 15 [--budgets 4 16 50]
+    python scripts/bench_gumbel.py boardgames --game tictactoe --minutes 10 [--budgets 4 16 50]
 
 * breakout: for each budget and `search.algorithm` (puct, gumbel), trains
   `configs/minatar/breakout.yaml` with `muzero train` (seed 0) to `--env-steps` environment
@@ -231,7 +231,7 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=20, help="speed: timed batched moves per timing")
     parser.add_argument("--repeats", type=int, default=5, help="speed: timings per cell, the median reported")
     parser.add_argument("--game", choices=["tictactoe", "connect4"], default="tictactoe")
-    parser.add_argument("--minutes", type=float, default=15.0, help="boardgames: training minutes per cell")
+    parser.add_argument("--minutes", type=float, default=10.0, help="boardgames: training minutes per cell")
     args = parser.parse_args()
     if args.budgets is None:
         args.budgets = [4, 16, 50] if args.part == "boardgames" else [2, 4, 8, 16, 50]
