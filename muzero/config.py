@@ -34,9 +34,8 @@ class KnownBounds:
 class GameConfig:
     """What the game is and how returns are discounted."""
 
-    # Which game, through which plug-in (`muzero.envs`): a gymnasium id ("CartPole-v1"),
-    # an ALE id ("ALE/Pong-v5"), "<plugin>:<name>", or "<module>:<function>" for a game
-    # outside the package.
+    # Which game, through which plug-in (`muzero.envs`): a gymnasium id ("CartPole-v1"), an ALE
+    # id ("ALE/Pong-v5"), "<plugin>:<name>", or "<module>:<function>" for a game outside the package.
     id: str = "CartPole-v1"
     # The plug-in's settings: gymnasium.make's keyword arguments for a gymnasium id, the
     # ALE wrapping (`muzero.envs.atari.AtariSettings`) for an Atari game, the factory's
@@ -176,8 +175,7 @@ class NetworkConfig:
     # resnet: planes of the hidden state and of every convolution at 6x6 (paper: 256);
     # the first downsampling stage uses half as many.
     planes: int = field(default=256, metadata=_range(min=2))
-    # resnet: residual blocks after the downsampling in the representation, and in the
-    # dynamics (paper: 16 each).
+    # resnet: residual blocks after the downsampling in the representation and in the dynamics (paper: 16 each).
     blocks: int = field(default=16, metadata=_range(min=0))
     # resnet: the paper's 96x96 -> 6x6 downsampling stack before the blocks. false: one
     # 3x3 convolution to `planes` planes at the frame's own size (MinAtar's 10x10 frames).
@@ -234,17 +232,14 @@ class TrainConfig:
     jit_compile: bool = False
     # With nonfinite "skip": consecutive skipped updates before the run stops.
     max_consecutive_nonfinite: int = field(default=10, metadata=_range(min=1))
-    # Not in the pseudocode (its actors and learner run concurrently): in one
-    # process, training steps taken per self-play move, kept as a running ratio.
+    # Not in the pseudocode (its actors and learner run concurrently): training steps taken per
+    # self-play move, kept as a running ratio.
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
-    # Not in the pseudocode: steps_per_move counts the moves of the games saved to replay
-    # instead of the moves played (games in progress included). With long games in progress
-    # (CartPole: 16 games of up to 500 moves) the learner then waits for them, instead of
-    # training thousands of steps on the few short games already stored.
+    # Not in the pseudocode: steps_per_move counts the moves of games saved to replay, not the
+    # moves played (the learner waits for games in progress; docs/reanalyse.md: no better).
     count_stored_moves: bool = False
-    # Weight of the value loss against the reward and policy losses (the paper's
-    # Reanalyse: 0.25, so that the value does not overfit re-used positions; 1 in the
-    # pseudocode).
+    # Weight of the value loss against the reward and policy losses (the paper's Reanalyse:
+    # 0.25, so that the value does not overfit re-used positions; 1 in the pseudocode).
     value_loss_weight: float = field(default=1.0, metadata=_range(min=0.0))
     # Not in MuZero: an EfficientZero-style (Ye et al. 2021) self-supervised consistency loss,
     # without its projection and prediction heads. With a weight w > 0, each unroll step
