@@ -57,6 +57,11 @@ def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: 
     return time.time() - started
 
 
+def run_folder(out: Path, game: str, seed: int) -> Path:
+    """A seed's run folder under `--out`."""
+    return out / f"{game}_seed{seed}"
+
+
 def final_table(run_dir: Path, opponent: str) -> Path:
     """Where the final match against `opponent` is written (`muzero evaluate --csv`)."""
     return run_dir / f"final-{opponent.replace(':', '_')}.csv"
@@ -176,7 +181,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows, finals = [], []
     for seed in args.seeds:
-        run_dir = args.out / f"{args.game}_seed{seed}"
+        run_dir = run_folder(args.out, args.game, seed)
         if opponents and all(final_table(run_dir, opponent).is_file() for opponent in opponents):
             print(f"{run_dir.name}: measured before (its final matches are there), read, not run again")
             finals += final_rows(run_dir, opponents)

@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 from bench_boardgames import curve as board_curve
+from bench_boardgames import run_folder
 from bench_minatar import DQN_CURVE, curve, finished, steps_per_move, train_kept
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +163,7 @@ def boardgames(args: argparse.Namespace) -> None:
         write_csv(out / "final.csv", finals)
         rows += [
             {"algorithm": algorithm, "simulations": budget, **row}
-            for row in board_curve(cell_out / f"{args.game}_seed0", 0)
+            for row in board_curve(run_folder(cell_out, args.game, 0), 0)
         ]
         write_csv(out / "curves.csv", rows)
         plot_boardgame(rows, args.budgets, out / "curves.png", f"{args.game}, {args.minutes:g} minutes per cell")
