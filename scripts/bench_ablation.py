@@ -35,7 +35,10 @@ OPTIONS = {
     "off_policy": ["replay.off_policy_correction_steps=2000"],
     "value_prefix": ["network.value_prefix=true"],  # horizon 5, EfficientZero's lstm_horizon_len
     "consistency": ["train.consistency_loss_weight=2"],  # EfficientZero's lambda_3
-    "reanalyse": ["reanalyse.fraction=0.8"],  # the paper's share of reanalysed policy targets
+    # The paper's share of reanalysed policy targets, with as many positions searched again as
+    # self-play plays (10 per training step at 0.1 steps per move): about one fresh search per
+    # stored position over the run, at twice self-play's search cost.
+    "reanalyse": ["reanalyse.fraction=0.8", "reanalyse.positions_per_step=10"],
     # Twice the training steps per environment step (EfficientZero trains on each sample more).
     "more_training": ["train.steps_per_move=0.2"],
 }

@@ -17,11 +17,12 @@ games against each of `--final-opponents` (default: the config's). Writes, under
   steps, one column per opponent, with the fraction of games lost against the perfect
   player where it was an opponent.
 
-A seed whose run folder already holds its final matches (`final-<opponent>.csv`) is read,
-not run again: seeds measured apart add up to one curve and table by running the command
+A seed whose run folder already holds a final match (`final-<opponent>.csv`) is not trained
+again: it plays only the final matches it lacks (another `--final-opponents`), and the rest
+are read. So seeds measured apart add up to one curve and table by running the command
 again with all the seeds (and the same `--minutes` and `--set`: the folders are not
-checked against them). A folder without all its final matches (an interrupted run) stops
-the benchmark with its name.
+checked against them). A folder without any final match (an interrupted run) stops the
+benchmark with its name.
 """
 
 from __future__ import annotations
@@ -182,12 +183,14 @@ def main() -> None:
     rows, finals = [], []
     for seed in args.seeds:
         run_dir = run_folder(args.out, args.game, seed)
-        if opponents and all(final_table(run_dir, opponent).is_file() for opponent in opponents):
-            print(f"{run_dir.name}: measured before (its final matches are there), read, not run again")
+        played = [opponent for opponent in opponents if final_table(run_dir, opponent).is_file()]
+        if played:  # trained before (final matches follow training): play only the missing ones
+            print(f"{run_dir.name}: measured before (final matches against {', '.join(played)}), not trained again")
+            final_matches(run_dir, [opponent for opponent in opponents if opponent not in played], args.final_games)
             finals += final_rows(run_dir, opponents)
         elif run_dir.exists():  # `muzero train` refuses a used folder; its log stays as it is
             raise SystemExit(
-                f"{run_dir}: a run without all its final matches ({', '.join(opponents) or 'none asked'}); "
+                f"{run_dir}: a run without its final matches ({', '.join(opponents) or 'none asked'}); "
                 "finish it (muzero train --resume, muzero evaluate --csv) or remove it"
             )
         else:

@@ -2,7 +2,7 @@
 
     python scripts/bench_gumbel.py breakout [--budgets 2 4 8 16 50] [--env-steps 200000] [--out runs/bench_gumbel]
     python scripts/bench_gumbel.py speed [--budgets 2 4 8 16 50] [--configs minatar/breakout tictactoe connect4]
-    python scripts/bench_gumbel.py boardgames --game tictactoe --minutes 10 [--budgets 4 16 50]
+    python scripts/bench_gumbel.py boardgames --game tictactoe --minutes 10 [--budgets 4 16 50] [--final-opponents ...]
 
 * breakout: for each budget and `search.algorithm` (puct, gumbel), trains
   `configs/minatar/breakout.yaml` with `muzero train` (seed 0) to `--env-steps` environment
@@ -22,7 +22,8 @@
   --seeds 0 --minutes M` (equal wall time for every cell) into OUT/GAME/<algorithm><budget>;
   gathers the final matches into OUT/GAME/final.csv, the evaluations into OUT/GAME/curves.csv,
   and OUT/GAME/curves.png (score against wall time, one panel per budget and opponent). A
-  cell whose run holds its final matches is read, not run again.
+  cell whose run holds its final matches is read, not run again; `--final-opponents` adds
+  final matches to finished cells without training them again.
 
 The cells run one after the other: never two timed things at once.
 """
@@ -154,6 +155,8 @@ def boardgames(args: argparse.Namespace) -> None:
         cell_out = out / f"{algorithm}{budget}"
         command = [sys.executable, str(ROOT / "scripts" / "bench_boardgames.py"), "--game", args.game]
         command += ["--seeds", "0", "--minutes", str(args.minutes), "--out", str(cell_out)]
+        if args.final_opponents:
+            command += ["--final-opponents", *args.final_opponents]
         for setting in cell_settings(algorithm, budget):
             command += ["--set", setting]
         print(f"{cell_out.name}: {' '.join(command[1:])}", flush=True)
@@ -233,6 +236,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="speed: timings per cell, the median reported")
     parser.add_argument("--game", choices=["tictactoe", "connect4"], default="tictactoe")
     parser.add_argument("--minutes", type=float, default=10.0, help="boardgames: training minutes per cell")
+    parser.add_argument("--final-opponents", nargs="*", help="boardgames: default the config's eval opponents")
     args = parser.parse_args()
     if args.budgets is None:
         args.budgets = [4, 16, 50] if args.part == "boardgames" else [2, 4, 8, 16, 50]

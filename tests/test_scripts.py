@@ -149,12 +149,26 @@ def test_bench_boardgames_reads_measured_seeds_and_stops_at_a_partial_one(tmp_pa
     bench.main()
     # Seed 0 was read, not trained; its row is in the table.
     assert trained == [] and "tictactoe_seed0" in (tmp_path / "tictactoe_final.csv").read_text()
-    # A folder without its final matches (an interrupted run) stops the benchmark, naming it.
+    # A folder without any final match (an interrupted run) stops the benchmark, naming it.
     (tmp_path / "tictactoe_seed1").mkdir()
     monkeypatch.setattr(sys, "argv", [*argv[:-1], "1"])
-    with pytest.raises(SystemExit, match="tictactoe_seed1: a run without all its final matches"):
+    with pytest.raises(SystemExit, match="tictactoe_seed1: a run without its final matches"):
         bench.main()
     assert trained == []
+    # Seed 0 asked for one more opponent: only the missing match is played (no training), and
+    # the table holds both opponents' rows.
+    played = []
+
+    def final_matches(run_dir, opponents, games):
+        played.append((run_dir.name, opponents))
+        (run_dir / "final-perfect.csv").write_text(FINAL_HEADER + "9,perfect,first,1,0,1,0\n")
+
+    monkeypatch.setattr(bench, "final_matches", final_matches)
+    monkeypatch.setattr(sys, "argv", [*argv[:-3], "random", "perfect", "--seeds", "0"])
+    bench.main()
+    assert trained == [] and played == [("tictactoe_seed0", ["perfect"])]
+    table = (tmp_path / "tictactoe_final.csv").read_text()
+    assert "random,first" in table and "perfect,first" in table
 
 
 def test_train_command_of_the_benchmarks(tmp_path):
