@@ -27,7 +27,8 @@ from benchlib import markdown_table, number, write_csv
 ROOT = Path(__file__).resolve().parents[1]
 BREAKOUT = ROOT / "configs" / "minatar" / "breakout.yaml"
 MARKS = (100_000, 250_000, 500_000)
-# Each option at EfficientZero's value where it has one (Ye et al. 2021, appendix A.2).
+# Each option at EfficientZero's value where it has one (Ye et al. 2021, appendix A.2), but
+# the share of reanalysed policy targets: MuZero Reanalyze's 0.8, not EfficientZero's 0.99.
 OPTIONS = {
     # The value horizon shrinks by one step for every 2,000 training steps (20,000 env steps at
     # 0.1 steps per move) of a position's age; this config's td_steps 10 reaches 1 at 18,000
@@ -37,7 +38,8 @@ OPTIONS = {
     "consistency": ["train.consistency_loss_weight=2"],  # EfficientZero's lambda_3
     # The paper's share of reanalysed policy targets, with as many positions searched again as
     # self-play plays (10 per training step at 0.1 steps per move): about one fresh search per
-    # stored position over the run, at twice self-play's search cost.
+    # stored position over the run, at twice self-play's search cost. In `together` (0.2 steps
+    # per move) that is 2 per move: the same fresh searches per training step.
     "reanalyse": ["reanalyse.fraction=0.8", "reanalyse.positions_per_step=10"],
     # Twice the training steps per environment step (EfficientZero trains on each sample more).
     "more_training": ["train.steps_per_move=0.2"],

@@ -183,10 +183,10 @@ def main() -> None:
     rows, finals = [], []
     for seed in args.seeds:
         run_dir = run_folder(args.out, args.game, seed)
-        played = [opponent for opponent in opponents if final_table(run_dir, opponent).is_file()]
-        if played:  # trained before (final matches follow training): play only the missing ones
-            print(f"{run_dir.name}: measured before (final matches against {', '.join(played)}), not trained again")
-            final_matches(run_dir, [opponent for opponent in opponents if opponent not in played], args.final_games)
+        if any(run_dir.glob("final-*.csv")):  # trained before (final matches follow training)
+            missing = [opponent for opponent in opponents if not final_table(run_dir, opponent).is_file()]
+            print(f"{run_dir.name}: measured before, not trained again; final matches to play: {missing or 'none'}")
+            final_matches(run_dir, missing, args.final_games)
             finals += final_rows(run_dir, opponents)
         elif run_dir.exists():  # `muzero train` refuses a used folder; its log stays as it is
             raise SystemExit(

@@ -155,7 +155,7 @@ def boardgames(args: argparse.Namespace) -> None:
         cell_out = out / f"{algorithm}{budget}"
         command = [sys.executable, str(ROOT / "scripts" / "bench_boardgames.py"), "--game", args.game]
         command += ["--seeds", "0", "--minutes", str(args.minutes), "--out", str(cell_out)]
-        if args.final_opponents:
+        if args.final_opponents is not None:
             command += ["--final-opponents", *args.final_opponents]
         for setting in cell_settings(algorithm, budget):
             command += ["--set", setting]

@@ -169,6 +169,12 @@ def test_bench_boardgames_reads_measured_seeds_and_stops_at_a_partial_one(tmp_pa
     assert trained == [] and played == [("tictactoe_seed0", ["perfect"])]
     table = (tmp_path / "tictactoe_final.csv").read_text()
     assert "random,first" in table and "perfect,first" in table
+    # Asked only for an opponent it has not met, the finished run is still not trained again.
+    (done / "final-perfect.csv").unlink()
+    played.clear()
+    monkeypatch.setattr(sys, "argv", [*argv[:-3], "perfect", "--seeds", "0"])
+    bench.main()
+    assert trained == [] and played == [("tictactoe_seed0", ["perfect"])]
 
 
 def test_train_command_of_the_benchmarks(tmp_path):
