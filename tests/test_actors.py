@@ -439,8 +439,8 @@ def test_reanalyse_actors_refresh_replay_and_are_restarted(tmp_path, ray_address
 
     # One self-play actor, one reanalyse actor searching 8 positions per call, 8 per training
     # step; killed at step 40, after which the learner slows down until the restarted actor
-    # has answered (a restart takes a new worker process: under the parallel suite on 2 cores,
-    # more than the 8 s that 160 steps of 0.05 s left it once, so 0.2 s a step, 32 s at most).
+    # has answered (a restart takes a new worker process). 0.2 s a step, 32 s at most: with 0.05
+    # s (8 s) the test failed once under the parallel suite on 2 cores and passed alone.
     config = _ray_config(training_steps=200, num_actors=1, moves_per_call=5, max_restarts=2).replace(
         reanalyse=ReanalyseConfig(
             fraction=0.8, positions_per_step=8, batch_size=8, num_actors=1, target_network_interval=10
