@@ -77,7 +77,8 @@ def final_rows(run_dir: Path, opponents: list[str]) -> list[dict]:
     ]
 
 
-def final_matches(run_dir: Path, opponents: list[str], games: int) -> list[dict]:
+def final_matches(run_dir: Path, opponents: list[str], games: int) -> None:
+    """Plays the final match against each of `opponents`, written to its `final_table`."""
     for opponent in opponents:
         table = final_table(run_dir, opponent)
         result = subprocess.run(
@@ -102,7 +103,6 @@ def final_matches(run_dir: Path, opponents: list[str], games: int) -> list[dict]
         if result.returncode != 0:
             raise SystemExit(f"{run_dir}: evaluation against {opponent} failed: {result.stderr[-500:]}")
         print(result.stdout.strip())
-    return final_rows(run_dir, opponents)
 
 
 def curve(run_dir: Path, seed: int) -> list[dict]:
@@ -183,11 +183,8 @@ def main() -> None:
     rows, finals = [], []
     for seed in args.seeds:
         run_dir = run_folder(args.out, args.game, seed)
-        if any(run_dir.glob("final-*.csv")):  # trained before (final matches follow training)
-            missing = [opponent for opponent in opponents if not final_table(run_dir, opponent).is_file()]
-            print(f"{run_dir.name}: measured before, not trained again; final matches to play: {missing or 'none'}")
-            final_matches(run_dir, missing, args.final_games)
-            finals += final_rows(run_dir, opponents)
+        if any(run_dir.glob(final_table(run_dir, "*").name)):  # trained before: final matches follow training
+            print(f"{run_dir.name}: measured before, not trained again; plays only the final matches it lacks")
         elif run_dir.exists():  # `muzero train` refuses a used folder; its log stays as it is
             raise SystemExit(
                 f"{run_dir}: a run without its final matches ({', '.join(opponents) or 'none asked'}); "
@@ -196,7 +193,9 @@ def main() -> None:
         else:
             seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
             print(f"{run_dir.name}: trained for {seconds / 60:.1f} minutes")
-            finals += final_matches(run_dir, opponents, args.final_games)
+        missing = [opponent for opponent in opponents if not final_table(run_dir, opponent).is_file()]
+        final_matches(run_dir, missing, args.final_games)
+        finals += final_rows(run_dir, opponents)
         rows += curve(run_dir, seed)
     with open(args.out / f"{args.game}_curve.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["seed"])
