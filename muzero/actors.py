@@ -205,7 +205,7 @@ class SelfPlayActors(ActorPool):
     def collect(self, should_stop: Callable[[], bool] = lambda: False, block: bool = True) -> list[PlayResult]:
         results = super().collect(should_stop, block)
         for result in results:
-            self.games[result.actor_index] += len(result.games)
+            self.games[result.actor_index] += sum(not game.partial for game in result.games)  # not segments
         return results
 
     @property

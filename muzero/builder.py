@@ -273,7 +273,7 @@ def resume_run(parts: RunParts, run_dir: Path, step: int | None = None) -> int:
         "resumed from %s at training step %d (%d games, %d moves)",
         checkpointer.directory / f"ckpt-{step}",
         step,
-        parts.replay_buffer.games_saved,
+        parts.replay_buffer.episodes_saved,
         parts.state.counters["env_steps"],
     )
     parts.evaluator.truncate_after(step)
@@ -292,8 +292,8 @@ def _replay_journal(parts: RunParts, dropped: bool) -> None:
     entries = journal.games_after(replay.games_saved)
     for game, training_step in entries:
         replay.save_game(game, training_step)
-        parts.state.counters["env_steps"] += len(game)
-        parts.state.counters["stored_moves"] += len(game)
+        parts.state.counters["env_steps"] += game.positions()  # a segment's own moves, not its following ones
+        parts.state.counters["stored_moves"] += game.positions()
     if entries:
         logging.info(
             "%d games that finished after the checkpoint (%d moves) added to replay from %s",

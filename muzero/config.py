@@ -137,10 +137,9 @@ class SearchConfig:
 class SelfPlayConfig:
     """How self-play searches: the reference (one game) or batched over many games."""
 
-    # false: `play_game` with the reference `run_mcts`, one game at a time, as in the
-    # pseudocode. true: `BatchedSelfPlay`, a game in progress in each of num_envs
-    # environments, one batched search (`run_batched_mcts`) per move for all of them,
-    # tested equal to the reference; the learner catches up after every move.
+    # false: `play_game` with the reference `run_mcts`, one game at a time, as in the pseudocode. true:
+    # `BatchedSelfPlay`, a game in progress in each of num_envs environments, one batched search
+    # (`run_batched_mcts`, tested equal to the reference) per move for all; the learner catches up after every move.
     batched: bool = False
     # With batched: games played side by side, one batched search per move for all of them.
     num_envs: int = field(default=1, metadata=_range(min=1))
@@ -153,12 +152,13 @@ class SelfPlayConfig:
     search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
     # With the compiled search: compile it with XLA.
     jit_compile: bool = True
-    # Two-player games: the first this many moves of each self-play game are played uniformly at random among the
-    # legal moves (the search still runs; its visits are the policy target). Why: with the openings all of equal value
-    # (tic-tac-toe: all draws), the policy trains on its own visit counts and collapses onto one or two openings, so
-    # the second player never learns to answer the others, which any opponent may play (docs/boardgames.md). 0: every
-    # move from the search, as in the pseudocode.
+    # Two-player games: the first this many moves of each game are uniformly random legal moves (the search still
+    # runs: its visits are the policy target), so the policy does not collapse onto the few openings it trains on
+    # (tic-tac-toe: all draws; docs/boardgames.md). 0: every move from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
+    # With batched: a game in progress hands its moves to replay this many at a time (a segment, with the next
+    # num_unroll_steps + td_steps moves for its targets), not only when it ends (docs/segments.md). 0: whole games.
+    segment_length: int = field(default=0, metadata=_range(min=0))
 
 
 @dataclass(frozen=True)

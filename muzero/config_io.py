@@ -409,6 +409,10 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
             "the resnet network runs only in the compiled batched search: "
             "set selfplay.batched: true and selfplay.search: compiled",
         )
+    if config.selfplay.segment_length and not config.selfplay.batched:
+        raise fail(
+            "selfplay.segment_length", "segments are handed back by the batched self-play: set selfplay.batched: true"
+        )
     if config.game.stacked_frames > 1 and config.network.kind != "resnet":
         raise fail("game.stacked_frames", "stacked frames are images: they need network.kind: resnet")
     if config.replay.priority_alpha > 0 and config.replay.priority_epsilon == 0:

@@ -87,6 +87,15 @@ def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.rand
 
 def make_batched_selfplay(config: MuZeroConfig, environments: list[Environment], searcher: Searcher) -> BatchedSelfPlay:
     """A game in progress in each of `environments`, one batched search per move for all of them."""
+    segment = None
+    if config.selfplay.segment_length:  # the moves a position's targets reach past it
+        following = config.train.num_unroll_steps + max(config.train.td_steps, config.reanalyse.td_steps)
+        segment = (config.selfplay.segment_length, following)
     return BatchedSelfPlay(
-        config.game, config.search, environments, searcher, random_opening_moves=config.selfplay.random_opening_moves
+        config.game,
+        config.search,
+        environments,
+        searcher,
+        random_opening_moves=config.selfplay.random_opening_moves,
+        segment=segment,
     )

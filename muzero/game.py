@@ -37,6 +37,13 @@ class Game:
       saved_step: the learner's training step when the game entered replay.
       reanalysis: Reanalyse's statistics as of the last checkpoint: (visit distributions
         [T, A], training step of each one's search [T], -1: not reanalysed); None until then.
+
+    A segment of a longer game (`segment`, `selfplay.segment_length`) is a Game too: its
+    position 0 is the episode's move `first_move`; `frames_before` observations and the
+    actions `history_before` precede it for frame stacking; only its first `sampled_moves`
+    moves are sampled (None: all), the rest being the following moves kept for its targets;
+    `partial` while the episode goes on past it; the last segment carries the episode's
+    return and length (`episode`).
     """
 
     # Class-level defaults: games pickled before these attributes existed still load.
@@ -47,6 +54,13 @@ class Game:
     legal: list[list[int]] | None = None
     saved_step = 0
     reanalysis: tuple[np.ndarray, np.ndarray] | None = None
+    first_move = 0
+    frames_before = 0
+    history_before: tuple[int, ...] | list[int] = ()
+    sampled_moves: int | None = None
+    partial = False
+    episode: tuple[float, int] | None = None
+    segment_start = 0  # a game in progress: its moves already handed off in segments
 
     def __init__(
         self, action_space_size: int, discount: float, environment: Environment | None = None, stacked_frames: int = 1
@@ -127,18 +141,47 @@ class Game:
         n = self.stacked_frames
         if n == 1:
             return self.observations[state_index]
-        index = state_index % len(self.observations)
+        before = self.frames_before  # a segment's frames that precede its position 0
+        index = state_index % (len(self.observations) - before)
         first = index - n + 1
-        frames = self.observations[max(first, 0) : index + 1]
+        frames = self.observations[max(first + before, 0) : index + before + 1]
         height, width, channels = frames[0].shape
         image = np.zeros((height, width, n * channels + n), frames[0].dtype)
         padding = n - len(frames)
         image[..., padding * channels : n * channels] = np.concatenate(frames, axis=-1)
         for j in range(n):
-            frame = first + j
-            if frame >= 1:
-                image[..., n * channels + j] = self.history[frame - 1]
+            frame = first + j  # the action into it: a_{frame - 1} of the episode
+            if self.first_move + frame >= 1:  # before position 0: history_before, from its end
+                image[..., n * channels + j] = (self.history if frame >= 1 else self.history_before)[frame - 1]
         return image
+
+    def segment(self, start: int, stop: int, following: int, final: bool = False) -> Game:
+        """Moves start..stop-1 of this game as a game of their own, for replay, with the next
+        `following` moves (as many as have been played) kept for their targets only: a segment
+        whose n-step values and unrolls reach at most `following` moves past `stop` has the
+        targets of the whole game (tests/test_segments.py). `final`: the game has ended and
+        the segment runs to its end (stop = len(self)): it ends as the game does."""
+        end = min(stop + following, len(self.history))
+        before = min(self.stacked_frames - 1, start)
+        segment = Game(self.action_space_size, self.discount, None, self.stacked_frames)
+        segment.first_move, segment.frames_before = start, before
+        segment.history_before = self.history[max(start - before - 1, 0) : start]
+        segment.observations = self.observations[start - before : end + 1]
+        segment.history, segment.rewards = self.history[start:end], self.rewards[start:end]
+        segment.child_visits, segment.root_values = self.child_visits[start:end], self.root_values[start:end]
+        segment.num_players = self.num_players
+        if self.players is not None:
+            segment.players, segment.legal = self.players[start : end + 1], self.legal[start:end]
+        if not final:
+            segment.sampled_moves, segment.partial = stop - start, True
+        else:
+            segment.done, segment.terminated, segment.bootstrap_value = self.done, self.terminated, self.bootstrap_value
+            segment.episode = (self.episode_return(), len(self))
+        return segment
+
+    def positions(self) -> int:
+        """How many of its moves replay samples: all but a segment's following moves."""
+        return len(self.history) if self.sampled_moves is None else self.sampled_moves
 
     # The value target is the discounted root value of the search tree td_steps
     # into the future, plus the discounted sum of all rewards until then
@@ -201,7 +244,11 @@ class Game:
         return ActionHistory(self.history, self.action_space_size, self.to_play(), self.num_players)
 
     def episode_return(self) -> float:
-        return float(sum(self.rewards))
+        """The return of the episode (a segment: of the whole episode when it is the last one)."""
+        return self.episode[0] if self.episode is not None else float(sum(self.rewards))
+
+    def episode_length(self) -> int:
+        return self.episode[1] if self.episode is not None else len(self.history)
 
     def __len__(self) -> int:
         return len(self.history)

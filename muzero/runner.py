@@ -145,7 +145,7 @@ class Trainer:
                 self.self_play()
                 self.progress.maybe_print(
                     self.learner.training_step,
-                    self.replay_buffer.games_saved,
+                    self.replay_buffer.episodes_saved,
                     counters["env_steps"],
                     self.last_metrics,
                     self.telemetry.batch_fraction,
@@ -276,8 +276,9 @@ class Trainer:
                 ) from None
         for game in games:
             self.replay_buffer.save_game(game, step)
-            self.state.counters["stored_moves"] += len(game)
-            self.progress.add_return(game.episode_return())
+            self.state.counters["stored_moves"] += game.positions()
+            if not game.partial:  # a game, or the last segment of one
+                self.progress.add_return(game.episode_return())
         metrics = self.source.metrics()
         if self.source.concurrent:  # the replay ratio achieved, against train.steps_per_move
             metrics["loop/steps_per_move"] = step / max(env_steps, 1)
@@ -320,7 +321,7 @@ class Trainer:
         """Greedy evaluation of the published network; `background`: on a thread of its own
         (the concurrent loop; skipped while the previous one still runs)."""
         step = self.learner.training_step
-        args = (step, self.storage.latest_network(), self.state.counters, self.replay_buffer.games_saved)
+        args = (step, self.storage.latest_network(), self.state.counters, self.replay_buffer.episodes_saved)
         if not background:
             self.progress.note(
                 "evaluating: %d greedy episodes at training step %d", self.settings.run.eval_episodes, step
@@ -334,7 +335,7 @@ class Trainer:
         counters = self.state.counters
         result = {
             "training_step": self.learner.training_step,
-            "games": self.replay_buffer.games_saved,
+            "games": self.replay_buffer.episodes_saved,
             "env_steps": counters["env_steps"],
             "wall_seconds": time.time() - self.started,
             "mean_return": float(evaluation.mean()) if evaluation is not None else float("nan"),

@@ -167,6 +167,9 @@ class BatchedSelfPlay:
         numpy `run_batched_mcts`, for the environments' number of players.
       restart: start a new game in a slot whose game ended (false: one game per slot).
       random_opening_moves: `selfplay.random_opening_moves` (not in greedy play).
+      segment: (length L, following F) with `selfplay.segment_length`: a game in progress
+        hands back its next L moves as a segment (`Game.segment`) once F more have been
+        played, and the rest when it ends; None: whole games.
     """
 
     def __init__(
@@ -177,8 +180,11 @@ class BatchedSelfPlay:
         searcher: Searcher | None = None,
         restart: bool = True,
         random_opening_moves: int = 0,
+        segment: tuple[int, int] | None = None,
     ):
         self.game_config, self.search = game_config, search
+        self.segment = segment
+        self.moves_played = 0
         self.environments = environments
         players = environments[0].num_players if environments else 1
         self.searcher = searcher or BatchedSearcher(search, game_config.discount, players)
@@ -188,7 +194,8 @@ class BatchedSelfPlay:
         self.closed = [False] * len(environments)
 
     def step(self, network: Network, rng: np.random.Generator, greedy: bool = False) -> list[tuple[int, Game]]:
-        """Plays one move in every game in progress; returns (slot, game) for the games that ended.
+        """Plays one move in every game in progress; returns (slot, game) for the games that ended
+        (with `segment`: (slot, segment) for the segments handed back, the last of a game when it ended).
 
         Args:
           greedy: evaluation mode: no exploration noise, temperature 0.
@@ -227,20 +234,38 @@ class BatchedSelfPlay:
                 finished.append((slot, game))
                 self.games[slot] = None
                 self.closed[slot] = not self.restart
+        self.moves_played += len(slots)
         set_bootstrap_values(game_config, network, [game for _, game in finished])
-        return finished
+        if self.segment is None:
+            return finished
+        return self._segments(slots, games) + [(slot, self._last_segment(game)) for slot, game in finished]
+
+    def _segments(self, slots: list[int], games: list[Game]) -> list[tuple[int, Game]]:
+        """The segments of the games in progress that have played their next L + F moves."""
+        length, following = self.segment
+        ready = []
+        for slot, game in zip(slots, games):
+            if self.games[slot] is game and len(game.history) - game.segment_start >= length + following:
+                ready.append((slot, game.segment(game.segment_start, game.segment_start + length, following)))
+                game.segment_start += length
+        return ready
+
+    @staticmethod
+    def _last_segment(game: Game) -> Game:
+        """An ended game's moves not handed back yet; the game itself when none were."""
+        return game.segment(game.segment_start, len(game), 0, final=True) if game.segment_start else game
 
     def moves_in_progress(self) -> int:
         return sum(len(game) for game in self.games if game is not None)
 
     def play(self, network: Network, rng: np.random.Generator, moves: int = 1) -> tuple[list[Game], int]:
         """`moves` batched moves (one in every game in progress each); returns the games that
-        ended and the number of moves played in all games."""
+        ended (or segments, with `segment`) and the number of moves played in all games."""
         games: list[Game] = []
-        before = self.moves_in_progress()
+        before = self.moves_played
         for _ in range(moves):
             games.extend(game for _, game in self.step(network, rng))
-        return games, self.moves_in_progress() + sum(len(game) for game in games) - before
+        return games, self.moves_played - before
 
 
 def play_games_batched(

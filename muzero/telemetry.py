@@ -125,12 +125,12 @@ class Telemetry:
         self.selfplay_seconds += seconds
         self.selfplay_moves += moves
         self.move_rate.add(self.selfplay_seconds, self.selfplay_moves)
-        for game in games:
+        for game in (game for game in games if not game.partial):  # games and last segments
             self.summaries.scalars(
                 step,
                 {
                     "selfplay/episode_return": game.episode_return(),
-                    "selfplay/episode_length": len(game),
+                    "selfplay/episode_length": game.episode_length(),
                     "mcts/root_value": float(np.mean(game.root_values)),
                     "mcts/root_visit_entropy": visit_entropy(game.child_visits),
                 },

@@ -116,7 +116,16 @@ def _games(state: dict) -> list:
     [
         # The straight run is the session's shared tiny run (30 steps, a checkpoint every 5).
         (TINY, 15, 15, 5, [], "tiny_run"),
-        (TINY, 20, 20, 5, ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3"], None),
+        # Games in progress handed to replay in segments of 2 moves (selfplay.segment_length): the
+        # moves already handed back of each game in progress are in the checkpoint too.
+        (
+            TINY,
+            20,
+            20,
+            5,
+            ["--set", "selfplay.batched=true", "--set", "selfplay.num_envs=3", "--set", "selfplay.segment_length=2"],
+            None,
+        ),
         # ALE emulator states of the games in progress are in the checkpoint too, and prioritized
         # replay's priorities (configs/atari/tiny.yaml: replay.priority_alpha 1). Straight: the
         # shared Atari run.
@@ -165,7 +174,13 @@ def _games(state: dict) -> list:
             None,
         ),
     ],
-    ids=["one_game", "batched_games_in_progress", "atari_games_in_progress", "board_games_in_progress", "reanalyse"],
+    ids=[
+        "one_game",
+        "batched_games_in_progress_in_segments",
+        "atari_games_in_progress",
+        "board_games_in_progress",
+        "reanalyse",
+    ],
 )
 def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, interval, selfplay, shared):
     interrupted = tmp_path / "interrupted"
@@ -198,7 +213,11 @@ def test_exact_resume_equals_straight_run(tmp_path, request, config, k, m, inter
     for a, b in zip(_games(state_a), _games(state_b), strict=True):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    assert state_a["replay"]["games_saved"] == state_b["replay"]["games_saved"]
+    for count in ("games_saved", "episodes_saved"):
+        assert state_a["replay"][count] == state_b["replay"][count]
+    if "selfplay.segment_length=2" in selfplay:  # segments were stored, and games
+        games = state_a["replay"]["games"]
+        assert any(game.partial for game in games) and state_a["replay"]["episodes_saved"] > 0
     # Reanalyse's statistics stored on the games, its target network and budget.
     reanalysis = [(a.reanalysis, b.reanalysis) for a, b in zip(state_a["replay"]["games"], state_b["replay"]["games"])]
     for a, b in reanalysis:

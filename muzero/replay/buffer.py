@@ -118,7 +118,8 @@ class ReplayBuffer:
         self.sample_by = replay.sample_by
         self._window: collections.deque[Game] = collections.deque(maxlen=self.window_size)
         self.rng = rng
-        self.games_saved = 0
+        self.games_saved = 0  # stored games and segments: the journal's index
+        self.episodes_saved = 0  # games played to their end (with segments, their last segments)
         self.discount = discount
         self.td_steps = td_steps
         self.priority_alpha = replay.priority_alpha
@@ -159,6 +160,7 @@ class ReplayBuffer:
         self._sizes.append(game_nbytes(game))
         self.nbytes += self._sizes[-1]
         self.games_saved += 1
+        self.episodes_saved += not game.partial  # games, or the last segments of games
         # `replay.max_bytes`: the oldest games leave first; the newest stays, whatever its size.
         while self.max_bytes and self.nbytes > self.max_bytes and len(self._window) > 1:
             self._drop_oldest()
@@ -187,7 +189,7 @@ class ReplayBuffer:
         if self._flat is not None:
             self._flat.store_priorities()
             self._flat.store_reanalysis()
-        return {"games": list(self._window), "games_saved": self.games_saved}
+        return {"games": list(self._window), "games_saved": self.games_saved, "episodes_saved": self.episodes_saved}
 
     @_locked
     def load_state_dict(self, state: dict) -> None:
@@ -195,11 +197,12 @@ class ReplayBuffer:
         self._sizes = collections.deque(game_nbytes(game) for game in self._window)
         self.nbytes = sum(self._sizes)
         self.games_saved = state["games_saved"]
+        self.episodes_saved = state.get("episodes_saved", self.games_saved)  # checkpoints before segments
         self._flat = None
         self.last_sampled = None
 
     def num_positions(self) -> int:
-        return sum(len(game) for game in self._window)
+        return sum(game.positions() for game in self._window)
 
     def sample_batch(self, num_unroll_steps: int, td_steps: int) -> Batch:
         """Samples batch_size positions and their targets (pseudocode `sample_batch`); `sample`
@@ -236,7 +239,7 @@ class ReplayBuffer:
                 game_index = self.rng.integers(count, size=self.batch_size)
             else:
                 game_index = self.rng.choice(count, size=self.batch_size, p=probabilities)
-            positions = np.floor(self.rng.random(self.batch_size) * flat.length[game_index]).astype(np.int64)
+            positions = np.floor(self.rng.random(self.batch_size) * flat.sampled[game_index]).astype(np.int64)
         sampled_rows = flat.move_start[game_index] + positions
         padding = self.rng.integers(self.action_space_size, size=(self.batch_size, num_unroll_steps))
         td_steps = self.value_horizons(flat, game_index, td_steps)  # [B, 1]
@@ -404,7 +407,7 @@ class ReplayBuffer:
     def _game_probabilities(self) -> np.ndarray | None:
         if self.sample_by == "game":
             return None
-        lengths = np.fromiter((len(g) for g in self._window), np.float64, len(self._window))
+        lengths = np.fromiter((g.positions() for g in self._window), np.float64, len(self._window))
         return lengths / lengths.sum()
 
     def sample_game(self, probabilities: np.ndarray | None = None) -> Game:
@@ -422,5 +425,5 @@ class ReplayBuffer:
         return self._window[int(self.rng.choice(len(self._window), p=probabilities))]
 
     def sample_position(self, game: Game) -> int:
-        """A position uniformly among the moves of `game`."""
-        return int(self.rng.integers(len(game)))
+        """A position uniformly among the sampled moves of `game` (`Game.positions`)."""
+        return int(self.rng.integers(game.positions()))

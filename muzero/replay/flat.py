@@ -133,6 +133,8 @@ class FlatGames:
     def _reindex(self) -> None:
         """Per-game index arrays for the games in the window (a few hundred entries)."""
         self.length = np.array([len(game) for game in self._games], np.int64)
+        # The moves sampled: all but a segment's following moves (kept for its targets only).
+        self.sampled = np.array([game.positions() for game in self._games], np.int64)
         self.saved_step = np.array([game.saved_step for game in self._games], np.int64)
         self.move_start = np.array(self._starts, np.int64)
         self.has_bootstrap = np.array([game.bootstrap_value is not None for game in self._games], bool)
@@ -160,9 +162,10 @@ class FlatGames:
         return stack_images([self._games[g].make_image(i) for g, i in zip(game_index.tolist(), positions.tolist())])
 
     def window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every move of the games in the window, game by game: (game index, position, row), each [N]."""
-        game_index = np.repeat(np.arange(len(self.length)), self.length)
-        first = np.cumsum(self.length) - self.length  # index of each game's first move in [0, N)
+        """Every sampled move of the window's games (not a segment's following moves), game by
+        game: (game index, position, row), each [N]."""
+        game_index = np.repeat(np.arange(len(self.sampled)), self.sampled)
+        first = np.cumsum(self.sampled) - self.sampled  # index of each game's first move in [0, N)
         positions = np.arange(len(game_index)) - first[game_index]
         return game_index, positions, self.move_start[game_index] + positions
 
