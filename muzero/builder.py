@@ -298,7 +298,7 @@ def _replay_journal(parts: RunParts, dropped: bool) -> None:
         logging.info(
             "%d games that finished after the checkpoint (%d moves) added to replay from %s",
             len(entries),
-            sum(len(game) for game, _ in entries),
+            sum(game.positions() for game, _ in entries),
             journal.directory,
         )
 

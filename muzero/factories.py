@@ -80,6 +80,7 @@ def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.rand
         td_steps=config.train.td_steps,
         discount=config.discount,
         reanalyse_fraction=config.reanalyse.fraction,
+        num_unroll_steps=config.train.num_unroll_steps,
         with_unroll_observations=config.train.consistency_loss_weight > 0,
         symmetries=spec.symmetries,
     )

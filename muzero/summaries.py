@@ -89,8 +89,9 @@ class ReplayFootprint:
 
     @staticmethod
     def game_size(game) -> tuple[int, int]:
-        """(positions, bytes) of one game (bytes as `replay.max_bytes` counts them)."""
-        return len(game), game_nbytes(game)
+        """(positions, bytes) of one game (bytes as `replay.max_bytes` counts them; positions
+        sampled: a segment's following moves are not)."""
+        return game.positions(), game_nbytes(game)
 
     def measure(self, games: Iterable) -> tuple[int, int]:
         """(positions, bytes) of `games`, the buffer's current contents."""

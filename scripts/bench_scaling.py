@@ -53,9 +53,9 @@ def bench_local(config: MuZeroConfig, spec, interval: float, intervals: int) -> 
     network, rng = initial_network(config, spec), np.random.default_rng(0)
 
     def step() -> int:
-        before = selfplay.moves_in_progress()
-        finished = selfplay.step(network, rng)
-        return selfplay.moves_in_progress() + sum(len(game) for _, game in finished) - before
+        before = selfplay.moves_played
+        selfplay.step(network, rng)
+        return selfplay.moves_played - before
 
     for _ in range(3):  # warm-up: compilation
         step()

@@ -310,10 +310,12 @@ def hermetic_env(home: Path) -> dict[str, str]:
 
 
 def checkpoint_games(directory: Path, step: int) -> int:
-    """Games the checkpoint at `step` recorded (`games_saved`); 0 when its state does not load."""
+    """Games the checkpoint at `step` recorded (played to their end: `episodes_saved`, as the
+    progress and resume lines count them); 0 when its state does not load."""
     try:
         with open(directory / f"state-{step}.pkl", "rb") as f:
-            return int(pickle.load(f)["replay"]["games_saved"])
+            replay = pickle.load(f)["replay"]
+            return int(replay.get("episodes_saved", replay["games_saved"]))
     except Exception:  # noqa: BLE001 - the resume's check will tell what is wrong with it
         return 0
 

@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from muzero.config import GameConfig, MuZeroConfig, SearchConfig, SelfPlayConfig
+from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, SearchConfig, SelfPlayConfig
 from muzero.config_io import ConfigError
 from muzero.config_loader import load_config
 from muzero.envs.gym import GymEnvironment as Environment
 from muzero.game import Game
+from muzero.replay.buffer import ReplayBuffer
 from muzero.replay.flat import FlatGames
 from muzero.replay.targets import make_batch_vectorized
+from muzero.search.types import SearchResult
 from muzero.selfplay import BatchedSelfPlay
 from tests.test_batched_search import random_network
 
@@ -113,6 +115,62 @@ def test_replay_batches_from_segments_are_the_whole_games():
             np.testing.assert_allclose(got, want, err_msg=name)
     # The initial priorities |root value - n-step value| of the sampled rows are the game's too.
     np.testing.assert_allclose(pieces.priorities[rows], whole.priorities[absolute])
+
+
+def test_reanalyse_searches_the_moves_a_segments_unrolls_reach():
+    game = synthetic_game(30, players=True, seed=4)
+    # Three partial segments (moves 0-5, 6-11 and 12-17, each with 7 following moves: the next
+    # would need moves up to 30), then moves 18-29.
+    segments = tile(game, 6, K + TD)
+    assert [(s.first_move, s.positions(), len(s)) for s in segments] == [
+        (0, 6, 13),
+        (6, 6, 13),
+        (12, 6, 13),
+        (18, 12, 12),
+    ]
+    config = ReplayConfig(window_size=10, min_games=1)
+    buffer = ReplayBuffer(
+        config,
+        np.random.default_rng(0),
+        batch_size=4,
+        action_space_size=3,
+        td_steps=TD,
+        discount=0.9,
+        reanalyse_fraction=1.0,
+        num_unroll_steps=K,
+    )
+    for segment in segments:
+        buffer.save_game(segment)
+    chosen = buffer.positions_to_reanalyse(1000)
+    flat = buffer._flat_games()
+    game_index = np.searchsorted(flat.move_start, chosen.rows, side="right") - 1
+    relative = chosen.rows - flat.move_start[game_index]
+    # Each partial segment: its 6 moves and the first K = 3 following ones; the last: all 12.
+    assert [(int(g), int(i)) for g, i in zip(game_index, relative)] == [
+        *((g, i) for g in range(3) for i in range(9)),
+        *((3, i) for i in range(12)),
+    ]
+    # Every chosen row searched again, as if move m's search had found distribution D[m] ...
+    fresh = np.random.default_rng(1).dirichlet(np.ones(3), size=30)
+    absolute = np.array([segments[g].first_move for g in game_index]) + relative
+    buffer.store_reanalysis(
+        chosen.rows, chosen.layout, SearchResult(np.zeros((len(absolute), 3)), None, None, fresh[absolute]), 7
+    )
+    whole = FlatGames([game], 3, TD, 0.9, reanalyse=True)
+    whole.fresh_visits[:30], whole.reanalysed_step[:30] = fresh, 7
+    # ... every sampled position's unrolled policy targets are the whole game's with all moves reanalysed.
+    game_index, positions, _ = flat.window()
+    padding = np.zeros((len(positions), K), np.int64)
+    batch = make_batch_vectorized(flat, game_index, positions, padding, K, TD, 0.9, fresh_rows=len(positions))
+    start = np.array([segments[g].first_move for g in game_index])
+    expected = make_batch_vectorized(
+        whole, np.zeros(len(positions), np.int64), start + positions, padding, K, TD, 0.9, fresh_rows=len(positions)
+    )
+    np.testing.assert_allclose(batch.target_policy, expected.target_policy)
+    assert not np.allclose(
+        batch.target_policy[:, 1:],
+        np.asarray(game.child_visits)[np.minimum(start + positions, 29)][:, None].repeat(K, 1),
+    )
 
 
 def _config(segment_length: int = 0) -> MuZeroConfig:

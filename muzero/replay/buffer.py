@@ -91,6 +91,8 @@ class ReplayBuffer:
       discount: the game's discount.
       reanalyse_fraction: `reanalyse.fraction`: the share of each batch whose policy targets
         come from reanalysed statistics; 0: Reanalyse off.
+      num_unroll_steps: K (`train.num_unroll_steps`): Reanalyse also searches a segment's first
+        K following moves again, which the unrolls of its last sampled moves take targets from.
       with_unroll_observations: batches carry the observations along the unroll
         (`train.consistency_loss_weight` > 0).
       symmetries: the game's symmetries, used when `replay.augment_symmetries` is on.
@@ -106,9 +108,11 @@ class ReplayBuffer:
         td_steps: int,
         discount: float,
         reanalyse_fraction: float = 0.0,
+        num_unroll_steps: int = 0,
         with_unroll_observations: bool = False,
         symmetries: tuple[Symmetry, ...] = (),
     ):
+        self.num_unroll_steps = num_unroll_steps
         self.window_size = replay.window_size
         self.max_bytes = replay.max_bytes
         self._sizes: collections.deque[int] = collections.deque()  # game_nbytes of each game in the window
@@ -287,7 +291,7 @@ class ReplayBuffer:
         if len(self._window) == 0:
             return None
         flat = self._flat_games()
-        game_index, positions, rows = flat.window()
+        game_index, positions, rows = flat.window(self.num_unroll_steps)
         searched = flat.search_step(rows, game_index)
         busy = [taken for layout, taken in exclude if layout == flat.layout]
         if busy:

@@ -161,11 +161,13 @@ class FlatGames:
         """make_image(position) of each (game, position) pair, stacked: [B, *image_shape]."""
         return stack_images([self._games[g].make_image(i) for g, i in zip(game_index.tolist(), positions.tolist())])
 
-    def window(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every sampled move of the window's games (not a segment's following moves), game by
-        game: (game index, position, row), each [N]."""
-        game_index = np.repeat(np.arange(len(self.sampled)), self.sampled)
-        first = np.cumsum(self.sampled) - self.sampled  # index of each game's first move in [0, N)
+    def window(self, following: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every sampled move of the window's games, game by game: (game index, position, row),
+        each [N]; with `following`, also that many of a segment's following moves (Reanalyse:
+        the unrolls of its sampled moves reach num_unroll_steps past them)."""
+        count = np.minimum(self.length, self.sampled + following)
+        game_index = np.repeat(np.arange(len(count)), count)
+        first = np.cumsum(count) - count  # index of each game's first move in [0, N)
         positions = np.arange(len(game_index)) - first[game_index]
         return game_index, positions, self.move_start[game_index] + positions
 
