@@ -155,12 +155,19 @@ class Game:
                 image[..., n * channels + j] = (self.history if frame >= 1 else self.history_before)[frame - 1]
         return image
 
+    # Why: a long game's positions reach replay before the game ends (docs/segments.md), with
+    # the same targets as in the whole game, for which a segment carries the moves they read.
     def segment(self, start: int, stop: int, following: int, final: bool = False) -> Game:
-        """Moves start..stop-1 of this game as a game of their own, for replay, with the next
-        `following` moves (as many as have been played) kept for their targets only: a segment
-        whose n-step values and unrolls reach at most `following` moves past `stop` has the
-        targets of the whole game (tests/test_segments.py). `final`: the game has ended and
-        the segment runs to its end (stop = len(self)): it ends as the game does."""
+        """Moves start..stop-1 of this game as a game of their own, for replay.
+
+        Args:
+          start, stop: the moves replay samples from it.
+          following: moves after `stop` kept for the targets only (as many as were played):
+            with num_unroll_steps + td_steps of them, every target of the sampled moves is the
+            whole game's (tests/test_segments.py).
+          final: the game has ended and stop = len(self): the segment ends as the game does
+            and carries its return and length (`episode`).
+        """
         end = min(stop + following, len(self.history))
         before = min(self.stacked_frames - 1, start)
         segment = Game(self.action_space_size, self.discount, None, self.stacked_frames)
