@@ -41,8 +41,11 @@ OPTIONS = {
     # stored position over the run, at twice self-play's search cost. In `together` (0.2 steps
     # per move) that is 2 per move: the same fresh searches per training step.
     "reanalyse": ["reanalyse.fraction=0.8", "reanalyse.positions_per_step=10"],
-    # Twice the training steps per environment step (EfficientZero trains on each sample more).
-    "more_training": ["train.steps_per_move=0.2"],
+    # Twice the training steps per environment step (EfficientZero trains on each sample more),
+    # with the learning rate's decay stretched to match: the schedule counts training steps, so
+    # without it the rate at each environment step would be that of twice the steps (measured:
+    # docs/sample_efficiency.md, "more training with the schedule by training step").
+    "more_training": ["train.steps_per_move=0.2", "train.lr_decay_steps=100000"],
 }
 CELLS = {"baseline": [], **OPTIONS, "together": [s for settings in OPTIONS.values() for s in settings]}
 
