@@ -50,6 +50,11 @@ def whole_game_targets(game: Game, absolute: int, relative: int) -> list:
     return targets
 
 
+def episode_moves(flat: FlatGames, game_index: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The episode's move index of each (stored segment, position) pair of `flat`."""
+    return np.array([flat.game(g).first_move for g in game_index], np.int64) + positions
+
+
 def tile(game: Game, length: int, following: int) -> list[Game]:
     """The segments BatchedSelfPlay hands back for `game`: L moves at a time, the rest at its end."""
     starts = range(0, len(game) - length - following + 1, length)
@@ -101,7 +106,7 @@ def test_replay_batches_from_segments_are_the_whole_games():
     pieces = FlatGames(tile(game, 6, K + TD), 3, TD, 0.9)
     # Every move sampled once: the window of the segments covers moves 0..29 once each.
     game_index, positions, rows = pieces.window()
-    absolute = np.array([pieces.game(g).first_move for g in game_index]) + positions
+    absolute = episode_moves(pieces, game_index, positions)
     assert sorted(absolute.tolist()) == list(range(30))
     padding = np.random.default_rng(0).integers(3, size=(len(rows), K))
     batch = make_batch_vectorized(pieces, game_index, positions, padding, K, TD, 0.9)
@@ -152,7 +157,7 @@ def test_reanalyse_searches_the_moves_a_segments_unrolls_reach():
     ]
     # Every chosen row searched again, as if move m's search had found distribution D[m] ...
     fresh = np.random.default_rng(1).dirichlet(np.ones(3), size=30)
-    absolute = np.array([segments[g].first_move for g in game_index]) + relative
+    absolute = episode_moves(flat, game_index, relative)
     buffer.store_reanalysis(
         chosen.rows, chosen.layout, SearchResult(np.zeros((len(absolute), 3)), None, None, fresh[absolute]), 7
     )
@@ -162,15 +167,16 @@ def test_reanalyse_searches_the_moves_a_segments_unrolls_reach():
     game_index, positions, _ = flat.window()
     padding = np.zeros((len(positions), K), np.int64)
     batch = make_batch_vectorized(flat, game_index, positions, padding, K, TD, 0.9, fresh_rows=len(positions))
-    start = np.array([segments[g].first_move for g in game_index])
+    moves = episode_moves(flat, game_index, positions)
     expected = make_batch_vectorized(
-        whole, np.zeros(len(positions), np.int64), start + positions, padding, K, TD, 0.9, fresh_rows=len(positions)
+        whole, np.zeros(len(positions), np.int64), moves, padding, K, TD, 0.9, fresh_rows=len(positions)
     )
     np.testing.assert_allclose(batch.target_policy, expected.target_policy)
-    assert not np.allclose(
-        batch.target_policy[:, 1:],
-        np.asarray(game.child_visits)[np.minimum(start + positions, 29)][:, None].repeat(K, 1),
-    )
+    # By hand: the first segment's last sampled move is move 5; its unroll step k = 1 is move 6,
+    # a following move of that segment: reanalysed there (D[6]), not self-play's visits.
+    row = int(np.flatnonzero((game_index == 0) & (positions == 5))[0])
+    np.testing.assert_allclose(batch.target_policy[row, 1], fresh[6], rtol=1e-6)
+    assert not np.allclose(fresh[6], game.child_visits[6])
 
 
 def _config(segment_length: int = 0) -> MuZeroConfig:
