@@ -4,8 +4,8 @@ Three parts, as in the paper:
 
 * `reanalyse_positions`: the search is run again, with the newest network, on positions
   stored in replay; their root visit distributions and root values are written back
-  (`ReplayBuffer.store_reanalysis`). No exploration noise: the statistics are a target,
-  not a move to play.
+  (`ReplayBuffer.store_reanalysis`). Root noise as self-play's unless `reanalyse.root_noise`
+  is off (EfficientZero's reanalysis adds it too).
 * Policy targets: the first `reanalyse.fraction` of each sampled batch takes them from the
   reanalysed statistics (`ReplayBuffer.sample_batch`).
 * Value targets bootstrap, `reanalyse.td_steps` steps ahead, from a target network θ⁻,
@@ -21,6 +21,7 @@ so the whole window is swept again and again. `LocalReanalyse` does it in this p
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -92,7 +93,9 @@ class TargetNetwork:
     """θ⁻: the weights value targets bootstrap from, refreshed every `interval` training steps.
 
     Holds a Keras copy of the learner's network; values come from its numpy mirror (MLP)
-    or a compiled `initial_inference` (resnet).
+    or a compiled `initial_inference` (resnet). A lock keeps a refresh from changing the
+    weights while the learner's prefetching thread reads values for a batch: without it a
+    batch could bootstrap from half-copied weights.
 
     Args:
       interval: `reanalyse.target_network_interval`.
@@ -106,6 +109,7 @@ class TargetNetwork:
         self.keras_network = network_factory()
         self.step = -1
         self._numpy: Network | None = None
+        self.lock = threading.Lock()
         self._initial = tf.function(
             lambda x: self.keras_network.initial_inference(x).value,
             input_signature=[self.keras_network.observation_spec],
@@ -121,14 +125,19 @@ class TargetNetwork:
 
     def values(self, observation: np.ndarray) -> np.ndarray:
         """θ⁻'s value of each observation: [N, *image_shape] -> [N] float64."""
+        with self.lock:
+            return self._values(observation)
+
+    def _values(self, observation: np.ndarray) -> np.ndarray:
         if isinstance(self._numpy, PublishedWeights):
             return np.asarray(self._initial(observation), np.float64)
         return np.asarray(self._numpy.initial_inference(observation).value, np.float64)
 
     def _load(self, weights: dict, step: int) -> None:
-        self.keras_network.set_weights(weights)
-        self.step = step
-        self._numpy = self.keras_network.published_network(step)
+        with self.lock:
+            self.keras_network.set_weights(weights)
+            self.step = step
+            self._numpy = self.keras_network.published_network(step)
 
     def state_dict(self) -> dict:
         return {"weights": self.keras_network.get_weights(), "step": self.step}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -169,12 +171,7 @@ def test_target_network_is_refreshed_every_interval_only():
     np.testing.assert_array_equal(target.values(observation), learner_values())
     copied = target.values(observation)
     for step in (2, 3, 4, 5, 6, 7):
-        network.set_weights(
-            {
-                name: {layer: tuple(w + 0.1 for w in values) for layer, values in layers.items()}
-                for name, layers in network.get_weights().items()
-            }
-        )
+        _shift_weights(network)
         assert target.maybe_refresh(step, network) == (step % 3 == 0)
         if step % 3 == 0:
             np.testing.assert_array_equal(target.values(observation), learner_values())
@@ -188,6 +185,57 @@ def test_target_network_is_refreshed_every_interval_only():
     restored.load_state_dict(target.state_dict())
     np.testing.assert_array_equal(restored.values(observation), copied)
     assert restored.step == 6
+
+
+def _shift_weights(network) -> None:
+    """Adds 0.1 to every weight of the learner's network."""
+    network.set_weights(
+        {
+            name: {layer: tuple(w + 0.1 for w in values) for layer, values in layers.items()}
+            for name, layers in network.get_weights().items()
+        }
+    )
+
+
+def test_target_network_refresh_waits_for_a_value_read_in_progress():
+    # The learner's prefetching thread reads θ⁻'s values for a batch while the main thread
+    # may refresh θ⁻: a read in progress must finish on the weights it started with, and the
+    # refresh must wait for it (without the lock it would copy new weights mid-read).
+    config = MuZeroConfig(
+        game=GameConfig(action_space_size=2),
+        network=NetworkConfig(hidden_state_size=4, hidden_layers=(8,), support_size=3),
+        reanalyse=ReanalyseConfig(fraction=0.5, target_network_interval=1),
+    )
+    spec = EnvironmentSpec((4,), np.float32, 2, 1)
+    network = make_run_network(config, spec)
+    target = TargetNetwork(1, network_factory(config, spec))
+    observation = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    target.maybe_refresh(0, network)
+    old = target.values(observation)
+    _shift_weights(network)
+    reading, release, read = threading.Event(), threading.Event(), []
+    plain = target._values
+
+    def slow_values(x):  # a read that lasts until the test releases it
+        reading.set()
+        release.wait(10)
+        return plain(x)
+
+    target._values = slow_values
+    reader = threading.Thread(target=lambda: read.append(target.values(observation)))
+    reader.start()
+    assert reading.wait(10)
+    refresh = threading.Thread(target=target.maybe_refresh, args=(1, network))
+    refresh.start()
+    refresh.join(0.5)
+    assert refresh.is_alive() and target.step == 0  # waiting for the read
+    release.set()
+    reader.join(10)
+    refresh.join(10)
+    np.testing.assert_array_equal(read[0], old)  # the read saw the weights it started with
+    assert target.step == 1
+    target._values = plain
+    assert not np.allclose(target.values(observation), old)  # then the refresh copied
 
 
 def test_local_reanalyse_searches_whole_batches_as_credit_allows():
