@@ -47,7 +47,19 @@ OPTIONS = {
     # docs/sample_efficiency.md, "more training with the schedule by training step").
     "more_training": ["train.steps_per_move=0.2", "train.lr_decay_steps=100000"],
 }
-CELLS = {"baseline": [], **OPTIONS, "together": [s for settings in OPTIONS.values() for s in settings]}
+# Cells that explain another cell's result, not options of their own (not in `together`).
+DIAGNOSTICS = {
+    # The `reanalyse` cell moves every value target to θ⁻'s 5-step bootstrap (the paper's
+    # Reanalyze) where the baseline's is 10 steps of the stored search value; this one keeps
+    # the baseline's horizon, so that the two changes are told apart.
+    "reanalyse_td10": [*OPTIONS["reanalyse"], "reanalyse.td_steps=10"],
+}
+CELLS = {
+    "baseline": [],
+    **OPTIONS,
+    "together": [s for settings in OPTIONS.values() for s in settings],
+    **DIAGNOSTICS,
+}
 
 
 def at_marks(points: list[dict], marks=MARKS) -> list[tuple[float, int] | None]:

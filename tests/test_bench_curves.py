@@ -38,12 +38,16 @@ def test_gumbel_grid_runs_the_named_cells_first():
 
 def test_ablation_cells_are_each_option_alone_and_all_together():
     bench = load_script("bench_ablation")
-    options = [name for name in bench.CELLS if name not in ("baseline", "together")]
+    options = [name for name in bench.CELLS if name not in ("baseline", "together", *bench.DIAGNOSTICS)]
     assert bench.CELLS["baseline"] == []
     # "together" is the union of the single-option cells' overrides, each once.
     together = bench.CELLS["together"]
     assert sorted(together) == sorted(s for name in options for s in bench.CELLS[name])
     assert len(set(together)) == len(together)
+    # The diagnostic cell is the reanalyse cell with the baseline's 10-step horizon; "together"
+    # keeps the paper's 5.
+    assert bench.CELLS["reanalyse_td10"] == [*bench.CELLS["reanalyse"], "reanalyse.td_steps=10"]
+    assert "reanalyse.td_steps=10" not in together
     # more_training doubles the config's 0.1 steps per move, so its run to 500k env steps trains
     # 100,000 steps where the others train 50,000.
     assert bench.steps_per_move(bench.BREAKOUT, bench.CELLS["more_training"]) == pytest.approx(0.2)
