@@ -47,6 +47,16 @@ OPTIONS = {
     # docs/sample_efficiency.md, "more training with the schedule by training step").
     "more_training": ["train.steps_per_move=0.2", "train.lr_decay_steps=100000"],
 }
+# Beyond EfficientZero's pieces: what other MuZero implementations' Atari configs do differently
+# (docs/sample_efficiency.md, "Other implementations"). Not in `together`, which is EfficientZero's.
+OTHERS = {
+    # EfficientZero keeps its rate flat while data arrives (0.2 until its last 20k offline steps);
+    # the pseudocode's tenfold decay over this run is down to 0.016 by 250k environment steps.
+    "lr_flat": ["train.lr_decay_rate=1.0"],
+    # EfficientZero's and LightZero's networks have 64 planes; this config's 16 are DQN's, for a
+    # representation alone, where here the same planes also carry the dynamics.
+    "wider": ["network.planes=32"],
+}
 # Cells that explain another cell's result, not options of their own (not in `together`).
 DIAGNOSTICS = {
     # The `reanalyse` cell moves every value target to θ⁻'s 5-step bootstrap (the paper's
@@ -58,6 +68,7 @@ CELLS = {
     "baseline": [],
     **OPTIONS,
     "together": [s for settings in OPTIONS.values() for s in settings],
+    **OTHERS,
     **DIAGNOSTICS,
 }
 
