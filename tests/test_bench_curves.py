@@ -61,6 +61,17 @@ def test_ablation_reads_the_first_evaluation_at_or_past_each_mark():
     assert bench.at_marks(points) == [(2.0, 101_500), (3.0, 260_000), None]
 
 
+def test_ablation_late_mean_averages_the_evaluations_from_300k_to_the_last_mark():
+    bench = load_script("bench_ablation")
+    steps = (251_000, 301_000, 352_000, 400_000, 501_000, 551_000)
+    points = [{"env_steps": e, "mean_return": r} for e, r in zip(steps, (1.0, 2.0, 4.0, 6.0, 8.0, 100.0))]
+    # 301k, 352k, 400k and 501k (the first at or past 500k) count; 251k and 551k do not:
+    # (2 + 4 + 6 + 8) / 4 = 5.
+    assert bench.late_mean(points) == 5.0
+    # A run that stopped before 500k has no such mean.
+    assert bench.late_mean(points[:4]) is None
+
+
 def test_train_to_reads_a_finished_run_instead_of_running_it(tmp_path, monkeypatch, capsys):
     bench = load_script("bench_minatar")
     (tmp_path / "eval.csv").write_text("training_step,env_steps\n2500,25000\n5000,50000\n")
