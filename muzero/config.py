@@ -185,19 +185,19 @@ class NetworkConfig:
     # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
     # integers -n..n after the h(x) transform, trained with cross-entropy.
     support_size: int = field(default=10, metadata=_range(min=0))
-    # With support_size > 0: squash values and rewards by h(x) before the support (the
-    # paper's Atari). false: the support holds them as they are; for board games, whose
-    # values lie in -1..1, 3 bins (support_size 1) are then win / draw / loss classes (with
-    # h, +1 puts only 0.41 of its mass on the top bin and 0.59 on the draw bin).
+    # With support_size > 0: h(x) before the support (the paper's Atari). false: no squash; board
+    # games' 3 bins (support_size 1) are then win / draw / loss (h(1) puts 0.59 on the draw bin).
     value_transform: bool = True
     # Not in MuZero: EfficientZero's value prefix (docs/value_prefix.md). true: the reward head predicts
     # the sum of rewards since the root through an LSTM; a node's reward is its prefix minus its parent's.
     value_prefix: bool = False
-    # With value_prefix: LSTM units (EfficientZero's Atari: 512). 32: the MLP's default state size;
-    # the LSTM's h, c, the prefix and the step count (66 numbers) then fit one 10x10 resnet plane.
+    # With value_prefix: LSTM units (EfficientZero's Atari: 512). 32: h, c, prefix, count fit a 10x10 plane.
     lstm_hidden_size: int = field(default=32, metadata=_range(min=1))
     # With value_prefix: the LSTM and the prefix restart every this many steps (EfficientZero: 5).
     value_prefix_horizon: int = field(default=5, metadata=_range(min=1))
+    # For train.consistency_loss_weight. 0: the hidden states compared directly (centred cosine).
+    # n > 0: EfficientZero's SimSiam heads, a projection to n units and a prediction head on the dynamics' side.
+    projection_size: int = field(default=0, metadata=_range(min=0))
 
 
 @dataclass(frozen=True)

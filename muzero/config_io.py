@@ -413,6 +413,10 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
         raise fail(
             "selfplay.segment_length", "segments are handed back by the batched self-play: set selfplay.batched: true"
         )
+    if config.network.projection_size and not config.train.consistency_loss_weight:
+        raise fail(
+            "network.projection_size", "the heads serve the consistency loss: set train.consistency_loss_weight > 0"
+        )
     if config.game.stacked_frames > 1 and config.network.kind != "resnet":
         raise fail("game.stacked_frames", "stacked frames are images: they need network.kind: resnet")
     if config.replay.priority_alpha > 0 and config.replay.priority_epsilon == 0:

@@ -20,22 +20,27 @@ import tensorflow as tf
 # no negative elements, so any two of them are already close in plain cosine (the loss
 # stayed near 0.03 in a tic-tac-toe run, docs/boardgames/consistency_uncentred/); centred, it is
 # their correlation. The value, reward and policy losses keep them from collapsing.
-def consistency_loss(predicted: tf.Tensor, target: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Per-sample 1 - cosine similarity of the centred states.
+# With `network.projection_size` > 0 the heads are EfficientZero's (`KerasNetwork._enable_projection`)
+# and the cosine is its plain one, of the projections (batch norm centres them already).
+def consistency_loss(predicted: tf.Tensor, target: tf.Tensor, mask: tf.Tensor, centred: bool = True) -> tf.Tensor:
+    """Per-sample 1 - cosine similarity of the (centred) states.
 
     Args:
-      predicted: [B, *hidden_shape] hidden state from the dynamics function.
-      target: [B, *hidden_shape] representation of the real observation (gradient stopped here).
+      predicted: [B, ...] hidden state from the dynamics function (or its projection through the
+        prediction head).
+      target: [B, ...] representation of the real observation, or its projection (gradient
+        stopped here).
       mask: [B] 1 where the real observation exists (inside the game), else 0.
+      centred: whether each sample is centred on the mean of its elements first.
 
     Returns:
       [B] in [0, 2]: (1 - cos(predicted - mean(predicted), target - mean(target))) * mask, the
-      means over each sample's elements.
+      means over each sample's elements (none when not `centred`).
     """
 
-    def centred_unit(x: tf.Tensor) -> tf.Tensor:
+    def unit(x: tf.Tensor) -> tf.Tensor:
         x = tf.reshape(tf.cast(x, tf.float32), [tf.shape(x)[0], -1])
-        return tf.math.l2_normalize(x - tf.reduce_mean(x, axis=-1, keepdims=True), axis=-1)
+        return tf.math.l2_normalize(x - tf.reduce_mean(x, axis=-1, keepdims=True) if centred else x, axis=-1)
 
-    similarity = tf.reduce_sum(centred_unit(predicted) * centred_unit(tf.stop_gradient(target)), axis=-1)
+    similarity = tf.reduce_sum(unit(predicted) * unit(tf.stop_gradient(target)), axis=-1)
     return (1.0 - similarity) * mask

@@ -134,6 +134,8 @@ def muzero_loss(
         # Training mode, as the online pass (EfficientZero too): with batch norm (resnet), these
         # observations also move the representation's averages; no prediction heads run.
         target = network.represent(flat, training=True)
+        if network.projection is not None:  # EfficientZero's heads: the target side is projected
+            target = network.projection(target, training=True)
         consistency = tf.reshape(target, tf.concat([tf.shape(actions)[:2], tf.shape(target)[1:]], axis=0))
 
     loss = 0.0
@@ -154,7 +156,12 @@ def muzero_loss(
         l = weighted_value_loss + reward_loss + policy_loss
         if consistency is not None and k > 0:
             predicted = network.latent(output.hidden_state)
-            similarity_loss = consistency_loss(predicted, consistency[:, k - 1], batch.unroll_mask[:, k - 1])
+            projected = network.projection is not None
+            if projected:  # and the dynamics' side projected, then through the prediction head
+                predicted = network.projection_head(network.projection(predicted, training=True), training=True)
+            similarity_loss = consistency_loss(
+                predicted, consistency[:, k - 1], batch.unroll_mask[:, k - 1], centred=not projected
+            )
             l += consistency_loss_weight * similarity_loss
             parts["consistency"] += tf.reduce_mean(similarity_loss)
         loss += scale_gradient(l, gradient_scale)

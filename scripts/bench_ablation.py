@@ -40,7 +40,10 @@ OPTIONS = {
     # steps, about the age of the oldest games in its 2,000-game window early in the run.
     "off_policy": ["replay.off_policy_correction_steps=2000"],
     "value_prefix": ["network.value_prefix=true"],  # horizon 5, EfficientZero's lstm_horizon_len
-    "consistency": ["train.consistency_loss_weight=2"],  # EfficientZero's lambda_3
+    # EfficientZero's lambda_3, with its SimSiam heads: a projection of 256 units (its Atari: 1,024
+    # from 64 x 6 x 6 states; here 16 x 10 x 10) and the prediction head. The first run of this
+    # cell compared the states without heads: docs/ablation/consistency_centred_seed0.
+    "consistency": ["train.consistency_loss_weight=2", "network.projection_size=256"],
     # The paper's share of reanalysed policy targets, with as many positions searched again as
     # self-play plays (10 per training step at 0.1 steps per move): about one fresh search per
     # stored position over the run, at twice self-play's search cost. In `together` (0.2 steps

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, TrainConfig
+from muzero.config_io import ConfigError
+from muzero.config_loader import load_config
 from muzero.consistency import consistency_loss
 from muzero.gradient_scaling import scale_gradient
 from muzero.networks.mlp import MLPNetwork
@@ -62,13 +65,20 @@ class TestLearningRate:
         assert optimizer.momentum == 0.9
 
 
+CARTPOLE = Path(__file__).resolve().parents[1] / "configs" / "cartpole.yaml"
 K = 3
 
 
-def _setup(support_size: int):
+def _setup(support_size: int, projection_size: int = 0):
     config = MuZeroConfig(
         game=GameConfig(action_space_size=2),
-        network=NetworkConfig(hidden_state_size=5, hidden_layers=(7,), support_size=support_size, activation="tanh"),
+        network=NetworkConfig(
+            hidden_state_size=5,
+            hidden_layers=(7,),
+            support_size=support_size,
+            activation="tanh",
+            projection_size=projection_size,
+        ),
         train=TrainConfig(num_unroll_steps=K, weight_decay=0.0),
     )
     network = MLPNetwork(config.network, config.action_space_size, observation_size=4)
@@ -385,6 +395,69 @@ class TestConsistencyLoss:
         # (the 1/K of recurrent steps scales gradients, not values, as for the other parts).
         assert float(metrics["consistency"]) == pytest.approx(expected.mean(), rel=1e-5)
         assert float(with_consistency) - float(plain) == pytest.approx(2.0 * expected.mean(), rel=1e-4)
+
+    def test_plain_cosine_by_hand(self):
+        # EfficientZero's heads: no centring. (1, 0, 0) against (1, 1, 0): cos = 1 / sqrt(2), loss
+        # 1 - 0.70711 = 0.29289; (1, 2, 3) against (2, 4, 6): parallel, 0; (1, 0, 0) against
+        # (-3, 0, 0): opposite, 2. Centred, the first pair would give 1 - (-0.5) = 1.5 instead.
+        predicted = tf.constant([[1.0, 0.0, 0.0], [1.0, 2.0, 3.0], [1.0, 0.0, 0.0]])
+        target = tf.constant([[1.0, 1.0, 0.0], [2.0, 4.0, 6.0], [-3.0, 0.0, 0.0]])
+        loss = consistency_loss(predicted, target, tf.ones([3]), centred=False)
+        np.testing.assert_allclose(loss.numpy(), [1 - 2**-0.5, 0.0, 2.0], atol=1e-6)
+
+    def test_muzero_loss_with_efficientzero_heads_compares_projections(self):
+        _, network, batch = _setup(0, projection_size=8)
+        assert set(network.models) == {"representation", "dynamics", "prediction", "projection", "projection_head"}
+        rng = np.random.default_rng(5)
+        unrolled = rng.normal(size=(6, K, 4)).astype(np.float32)
+        mask = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0], [1, 1, 1]], np.float32)
+        batch = batch._replace(unroll_observation=unrolled, unroll_mask=mask)
+        plain, _, _ = muzero_loss(network, batch, 0.0)
+        with tf.GradientTape() as tape:
+            with_consistency, metrics, _ = muzero_loss(network, batch, 0.0, consistency_loss_weight=2.0)
+        gradients = tape.gradient(with_consistency, network.projection_head.trainable_variables)
+        assert all(g is not None and float(tf.reduce_max(tf.abs(g))) > 0 for g in gradients)
+
+        def minmax(s):
+            low, high = tf.reduce_min(s, -1, keepdims=True), tf.reduce_max(s, -1, keepdims=True)
+            return (s - low) / tf.maximum(high - low, 1e-5)
+
+        def unit(x):  # plain: no centring
+            return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+        # Independently, on the Keras models: the target side is the projection of the scaled
+        # representations of all B * K unrolled observations (one batch, as batch norm sees
+        # them); the dynamics' side is the prediction head over the projection, per step.
+        flat = minmax(network.representation(unrolled.reshape(-1, 4))["state"])
+        targets = network.projection(flat, training=True).numpy().reshape(6, K, 8)
+        state = minmax(network.representation(batch.observation)["state"])
+        expected = np.zeros(6)
+        for k in range(1, K + 1):
+            state = minmax(network.dynamics(tf.concat([state, tf.one_hot(batch.actions[:, k - 1], 2)], -1))["state"])
+            predicted = network.projection_head(network.projection(state, training=True), training=True).numpy()
+            expected += (1 - np.sum(unit(predicted) * unit(targets[:, k - 1]), -1)) * mask[:, k - 1]
+        assert float(metrics["consistency"]) == pytest.approx(expected.mean(), rel=1e-5)
+        assert float(with_consistency) - float(plain) == pytest.approx(2.0 * expected.mean(), rel=1e-4)
+
+    def test_heads_travel_with_the_weights_and_need_the_loss(self):
+        _, network, _ = _setup(0, projection_size=8)
+        copy = _setup(0, projection_size=8)[1]
+        for variable in copy.trainable_variables:
+            variable.assign(tf.zeros_like(variable))
+        copy.set_weights(network.get_weights())
+        for a, b in zip(network.projection_head.get_weights(), copy.projection_head.get_weights()):
+            np.testing.assert_array_equal(a, b)
+        # Self-play's numpy mirror ignores the heads: the same inference as without them.
+        observation = np.ones((2, 4), np.float32)
+        np.testing.assert_allclose(
+            network.published_network().initial_inference(observation).value,
+            network.initial_inference(observation).value,
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        # Heads without the loss they serve are refused in one line.
+        with pytest.raises(ConfigError, match="network.projection_size: .*train.consistency_loss_weight > 0"):
+            load_config(CARTPOLE, ["network.projection_size=8"])
 
     def test_learner_trains_with_it_without_retracing(self):
         config, network, batch = _setup(3)

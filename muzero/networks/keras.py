@@ -109,6 +109,26 @@ class KerasNetwork(Network):
     value_prefix_horizon: int = 0
     latent_shape: tuple[int, ...]
     hidden_shape: tuple[int, ...]
+    # EfficientZero's SimSiam heads for the consistency loss (`network.projection_size`); None: off.
+    projection: keras.Model | None = None
+    projection_head: keras.Model | None = None
+
+    def _enable_projection(self, size: int) -> None:
+        """Builds EfficientZero's heads for P = `size` (its Atari: 1,024), after `latent_shape` is set:
+        `projection`, [B, *latent_shape] -> [B, P], three dense layers of P units, batch norm after
+        each and ReLU after the first two; `projection_head`, [B, P] -> [B, P], a dense layer of P / 2
+        units with batch norm and ReLU, then one of P (EfficientZero's 512 and 1,024)."""
+        inputs = keras.Input(self.latent_shape)
+        x = keras.layers.Flatten()(inputs)
+        for i in range(3):
+            x = keras.layers.Dense(size, name=f"projection_{i}")(x)
+            x = keras.layers.BatchNormalization(name=f"projection_norm_{i}")(x)
+            x = keras.layers.ReLU()(x) if i < 2 else x
+        self.projection = keras.Model(inputs, x, name="projection")
+        head = keras.Input((size,))
+        y = keras.layers.Dense(max(1, size // 2), name="head_0")(head)
+        y = keras.layers.ReLU()(keras.layers.BatchNormalization(name="head_norm_0")(y))
+        self.projection_head = keras.Model(head, keras.layers.Dense(size, name="head_1")(y), name="projection_head")
 
     def _enable_value_prefix(self, units: int, horizon: int) -> None:
         """Turns the augmented state on (after `latent_shape` is set)."""
@@ -162,7 +182,10 @@ class KerasNetwork(Network):
 
     @property
     def models(self) -> dict[str, keras.Model]:
-        return {"representation": self.representation, "dynamics": self.dynamics, "prediction": self.prediction}
+        models = {"representation": self.representation, "dynamics": self.dynamics, "prediction": self.prediction}
+        if self.projection is not None:  # trained, checkpointed and published with the rest
+            models.update(projection=self.projection, projection_head=self.projection_head)
+        return models
 
     @property
     def trainable_variables(self) -> list:

@@ -80,6 +80,8 @@ class MLPNetwork(KerasNetwork):
         self.steps = 0
         if net.value_prefix:
             self._enable_value_prefix(net.lstm_hidden_size, net.value_prefix_horizon)
+        if net.projection_size:
+            self._enable_projection(net.projection_size)
 
     # `training` is part of the interface shared with `ResNetwork`; no layer here depends on it.
     def represent(self, observation, training: bool = False) -> tf.Tensor:

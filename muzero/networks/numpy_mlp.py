@@ -35,6 +35,8 @@ _ACTIVATIONS = {
 
 # Weights as plain data: {function: {layer_name: (kernel [in, out], bias [out])}}.
 Weights = Mapping[str, Mapping[str, tuple]]
+# The functions self-play evaluates.
+FUNCTIONS = ("representation", "dynamics", "prediction")
 
 
 class NumpyMLPNetwork(Network):
@@ -64,6 +66,7 @@ class NumpyMLPNetwork(Network):
         self._weights = {
             name: {layer: (np.asarray(k, np.float32), np.asarray(b, np.float32)) for layer, (k, b) in layers.items()}
             for name, layers in weights.items()
+            if name in FUNCTIONS  # not the consistency loss's heads (`network.projection_size`)
         }
         self._hidden = {
             name: sorted(

@@ -179,6 +179,8 @@ class ResNetwork(KerasNetwork):
         policy = build.head(state, 2, net.hidden_layers, a, "policy")
         self.prediction = keras.Model(state, {"policy": policy, "value": value}, name="prediction")
         self.steps = 0
+        if net.projection_size:
+            self._enable_projection(net.projection_size)
 
     def scale_image(self, observation) -> tf.Tensor:
         """Frames / 255 when they are uint8, action planes / A; float32 [B, H, W, C] -> same.
