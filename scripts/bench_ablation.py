@@ -71,6 +71,11 @@ DIAGNOSTICS = {
     # Reanalyze) where the baseline's is 10 steps of the stored search value; this one keeps
     # the baseline's horizon, so that the two changes are told apart.
     "reanalyse_td10": [*OPTIONS["reanalyse"], "reanalyse.td_steps=10"],
+    # First definitions of two cells, run and kept under these names: the consistency loss on the
+    # states themselves, without EfficientZero's heads; twice the training with the learning
+    # rate's decay by training step, so at each environment step a far lower rate.
+    "consistency_centred": ["train.consistency_loss_weight=2"],
+    "more_training_lr_by_step": ["train.steps_per_move=0.2"],
 }
 CELLS = {
     "baseline": [],
