@@ -15,6 +15,7 @@ from muzero.config_loader import load_config
 from muzero.consistency import consistency_loss
 from muzero.gradient_scaling import scale_gradient
 from muzero.networks.mlp import MLPNetwork
+from muzero.networks.resnet import ResNetwork
 from muzero.replay import Batch
 from muzero.training import Learner, learning_rate, make_optimizer, muzero_loss
 
@@ -458,6 +459,27 @@ class TestConsistencyLoss:
         # Heads without the loss they serve are refused in one line.
         with pytest.raises(ConfigError, match="network.projection_size: .*train.consistency_loss_weight > 0"):
             load_config(CARTPOLE, ["network.projection_size=8"])
+
+    def test_resnet_heads_read_the_latent_planes_with_value_prefix(self):
+        net = NetworkConfig(
+            kind="resnet",
+            planes=2,
+            blocks=0,
+            downsample=False,
+            hidden_layers=(4,),
+            support_size=0,
+            value_prefix=True,
+            lstm_hidden_size=1,
+            projection_size=6,
+        )
+        network = ResNetwork(net, 2, (3, 3, 1), np.float32)
+        # The hidden state is [3, 3, 3]: the latent planes [3, 3, 2] and one plane of h, c, prefix
+        # and count. The projection reads the latent planes only (18 numbers).
+        assert network.hidden_shape == (3, 3, 3) and tuple(network.projection.inputs[0].shape) == (None, 3, 3, 2)
+        observation = np.random.default_rng(0).random((4, 3, 3, 1)).astype(np.float32)
+        hidden = network.initial_inference(observation).hidden_state
+        projected = network.projection_head(network.projection(network.latent(hidden), training=True), training=True)
+        assert projected.shape == (4, 6)
 
     def test_learner_trains_with_it_without_retracing(self):
         config, network, batch = _setup(3)
