@@ -153,16 +153,22 @@ def test_two_player_positions_carry_their_legal_actions_and_player():
     np.testing.assert_array_equal(positions.to_play, [0, 1, 0])
 
 
-def test_target_network_is_refreshed_every_interval_only():
+def _learner_and_target(interval: int):
+    """A small MLP learner network, a θ⁻ refreshed every `interval` steps, a factory for more θ⁻,
+    and 5 observations."""
     config = MuZeroConfig(
         game=GameConfig(action_space_size=2),
         network=NetworkConfig(hidden_state_size=4, hidden_layers=(8,), support_size=3),
-        reanalyse=ReanalyseConfig(fraction=0.5, target_network_interval=3),
+        reanalyse=ReanalyseConfig(fraction=0.5, target_network_interval=interval),
     )
     spec = EnvironmentSpec((4,), np.float32, 2, 1)
-    network = make_run_network(config, spec)
-    target = TargetNetwork(3, network_factory(config, spec))
+    factory = network_factory(config, spec)
     observation = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    return make_run_network(config, spec), TargetNetwork(interval, factory), factory, observation
+
+
+def test_target_network_is_refreshed_every_interval_only():
+    network, target, factory, observation = _learner_and_target(3)
 
     def learner_values():  # the numpy mirror θ⁻ runs, of the learner's weights now
         return network.published_network().initial_inference(observation).value
@@ -181,7 +187,7 @@ def test_target_network_is_refreshed_every_interval_only():
     assert not np.allclose(copied, learner_values())  # step 7 moved the learner on
 
     # A checkpoint's target network gives the same values.
-    restored = TargetNetwork(3, network_factory(config, spec))
+    restored = TargetNetwork(3, factory)
     restored.load_state_dict(target.state_dict())
     np.testing.assert_array_equal(restored.values(observation), copied)
     assert restored.step == 6
@@ -201,15 +207,7 @@ def test_target_network_refresh_waits_for_a_value_read_in_progress():
     # The learner's prefetching thread reads θ⁻'s values for a batch while the main thread
     # may refresh θ⁻: a read in progress must finish on the weights it started with, and the
     # refresh must wait for it (without the lock it would copy new weights mid-read).
-    config = MuZeroConfig(
-        game=GameConfig(action_space_size=2),
-        network=NetworkConfig(hidden_state_size=4, hidden_layers=(8,), support_size=3),
-        reanalyse=ReanalyseConfig(fraction=0.5, target_network_interval=1),
-    )
-    spec = EnvironmentSpec((4,), np.float32, 2, 1)
-    network = make_run_network(config, spec)
-    target = TargetNetwork(1, network_factory(config, spec))
-    observation = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    network, target, _, observation = _learner_and_target(1)
     target.maybe_refresh(0, network)
     old = target.values(observation)
     _shift_weights(network)
