@@ -127,14 +127,15 @@ def muzero_loss(
             hidden_state = network.map_latent(output.hidden_state, hidden_state_gradient)
 
     consistency = None
+    projected = network.projection is not None  # EfficientZero's heads (`network.projection_size`)
     if consistency_loss_weight > 0:
         # The representation of every real observation along the unroll, as one batch [B * K, ...].
         unrolled = batch.unroll_observation
         flat = tf.reshape(unrolled, tf.concat([[-1], tf.shape(unrolled)[2:]], axis=0))
         # Training mode, as the online pass (EfficientZero too): with batch norm (resnet), these
-        # observations also move the representation's averages; no prediction heads run.
+        # observations also move the representation's averages; the value and policy heads do not run.
         target = network.represent(flat, training=True)
-        if network.projection is not None:  # EfficientZero's heads: the target side is projected
+        if projected:  # the target side is projected
             target = network.projection(target, training=True)
         consistency = tf.reshape(target, tf.concat([tf.shape(actions)[:2], tf.shape(target)[1:]], axis=0))
 
@@ -156,7 +157,6 @@ def muzero_loss(
         l = weighted_value_loss + reward_loss + policy_loss
         if consistency is not None and k > 0:
             predicted = network.latent(output.hidden_state)
-            projected = network.projection is not None
             if projected:  # and the dynamics' side projected, then through the prediction head
                 predicted = network.projection_head(network.projection(predicted, training=True), training=True)
             similarity_loss = consistency_loss(
