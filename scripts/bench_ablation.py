@@ -64,6 +64,12 @@ OTHERS = {
     # EfficientZero's and LightZero's networks have 64 planes; this config's 16 are DQN's, for a
     # representation alone, where here the same planes also carry the dynamics.
     "wider": ["network.planes=32"],
+    # The yardstick's DQN and LightZero's Atari configs sample replay uniformly; this config uses
+    # the MuZero paper's alpha = beta = 1, which draws high-error positions far more often.
+    "uniform_replay": ["replay.priority_alpha=0"],
+    # EfficientZero's, LightZero's and the paper's 50 simulations, in self-play and evaluation
+    # (this config's 16 are for the CPU: a move's search costs about threefold at 50).
+    "sims50": ["search.num_simulations=50"],
 }
 # Cells that explain another cell's result, not options of their own (not in `together`).
 DIAGNOSTICS = {

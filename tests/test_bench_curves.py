@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from muzero.config_io import read_config
 from tests.helpers import load_script
 
 
@@ -52,6 +53,9 @@ def test_ablation_cells_are_each_option_alone_and_all_together():
     # 100,000 steps where the others train 50,000.
     assert bench.steps_per_move(bench.BREAKOUT, bench.CELLS["more_training"]) == pytest.approx(0.2)
     assert bench.steps_per_move(bench.BREAKOUT, []) == pytest.approx(0.1)
+    # Every cell's overrides name config keys that exist (a typo would only fail an hour in).
+    for settings in bench.CELLS.values():
+        read_config(bench.BREAKOUT, settings)  # raises ConfigError naming the key
 
 
 def test_ablation_reads_the_first_evaluation_at_or_past_each_mark():
