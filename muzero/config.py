@@ -105,10 +105,12 @@ class SearchConfig:
     pb_c_init: float = field(default=1.25, metadata=_range(min=0.0))
     # Known value bounds seed `MinMaxStats` (board games: {min: -1, max: 1}); null: learnt from the tree.
     known_bounds: KnownBounds | None = None
-    # "pseudocode": child.reward + discount * normalize(child.value()) (revision 2).
-    # "normalized_q": normalize(child.reward + discount * child.value()), as
-    # muzero-general and mctx do; MinMaxStats then tracks those Q values.
+    # "pseudocode": child.reward + discount * normalize(child.value()) (revision 2). "normalized_q":
+    # normalize(child.reward + discount * child.value()), as muzero-general and mctx; MinMaxStats tracks those Qs.
     ucb_value: str = field(default="pseudocode", metadata=_range(choices=("pseudocode", "normalized_q")))
+    # The smallest range `MinMaxStats.normalize` divides by (EfficientZero's value_delta_max, 0.01), so that values
+    # that differ by less are not stretched over [0, 1]; 0: the pseudocode's, which stretches any range.
+    min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
     # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
     # node's value is from the point of view of the player to move there; its parent sees it negated when the other
     # player moves there, and a reward (the mover's) enters the backup with the sign of the mover against the leaf's
@@ -241,12 +243,10 @@ class TrainConfig:
     # Weight of the value loss against the reward and policy losses (the paper's Reanalyse:
     # 0.25, so that the value does not overfit re-used positions; 1 in the pseudocode).
     value_loss_weight: float = field(default=1.0, metadata=_range(min=0.0))
-    # Not in MuZero: an EfficientZero-style (Ye et al. 2021) self-supervised consistency loss,
-    # without its projection and prediction heads. With a weight w > 0, each unroll step
-    # k >= 1 adds w * (1 - cosine(dynamics state s_k, representation of the real observation
-    # o_{t+k}, no gradient)) to its loss, so that the learned model keeps track of the real
-    # game between sparse rewards. Each batch then holds B * K more observations (stacked
-    # Atari frames: gigabytes at the paper's batch size). 0: MuZero.
+    # Not in MuZero: EfficientZero's (Ye et al. 2021) self-supervised consistency loss. With a weight w > 0, each
+    # unroll step k >= 1 adds w * (1 - cosine(dynamics state s_k, representation of the real observation o_{t+k}, no
+    # gradient)) to its loss (through EfficientZero's heads with `network.projection_size`), so that the model tracks
+    # the real game between sparse rewards; each batch then holds B * K more observations. 0: MuZero.
     consistency_loss_weight: float = field(default=0.0, metadata=_range(min=0.0))
     # Resnet: compute in bfloat16 with float32 weights (Keras "mixed_bfloat16"); for GPUs.
     # Self-play without a GPU searches in float32 whatever this says. The MLP ignores it.

@@ -150,6 +150,8 @@ SETTINGS = {
         "ucb_value": "pseudocode",
     },
 }
+# Larger than most trees' ranges, so that it changes the divisor (search.min_value_range).
+SETTINGS["one_player_min_value_range"] = {**SETTINGS["one_player_normalized_q"], "min_value_range": 1.0}
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
@@ -163,6 +165,7 @@ def test_batched_equals_reference(name):
             known_bounds=s["bounds"],
             ucb_value=s["ucb_value"],
             two_player_rule=s.get("rule", "negamax"),
+            min_value_range=s.get("min_value_range", 0.0),
         ),
     )
     network = RowwiseNetwork(random_network(rng, obs=4, actions=s["actions"], hidden=6, width=16, support=s["support"]))

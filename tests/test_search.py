@@ -56,6 +56,18 @@ class TestMinMaxStats:
         # (0 + 1) / (3 + 1) = 0.25
         assert stats.normalize(0.0) == pytest.approx(0.25)
 
+    def test_min_value_range_is_the_smallest_divisor(self):
+        # EfficientZero's value_delta_max: values 0.002 apart are not stretched over [0, 1].
+        stats = MinMaxStats(None, min_value_range=0.01)
+        stats.update(0.010)
+        stats.update(0.012)
+        # (0.012 - 0.010) / max(0.002, 0.01) = 0.2, where the pseudocode's gives 0.002 / 0.002 = 1.
+        assert stats.normalize(0.012) == pytest.approx(0.2)
+        assert MinMaxStats(None).normalize(0.012) == 0.012  # no range yet: unchanged either way
+        stats.update(1.010)
+        # A range of 1 is above 0.01: (0.51 - 0.01) / 1 = 0.5, as without it.
+        assert stats.normalize(0.510) == pytest.approx(0.5)
+
 
 class TestUcbScore:
     def test_visited_child_pseudocode_variant(self):

@@ -55,22 +55,23 @@ class BatchedTree:
 class BatchedMinMaxStats:
     """`MinMaxStats` for B trees at once."""
 
-    def __init__(self, batch: int, known_bounds):
+    def __init__(self, batch: int, known_bounds, min_value_range: float = 0.0):
         self.maximum = np.full(batch, known_bounds.max if known_bounds else -np.inf)
         self.minimum = np.full(batch, known_bounds.min if known_bounds else np.inf)
+        self.min_value_range = min_value_range
 
     def update(self, value: np.ndarray, mask: np.ndarray) -> None:
         self.maximum = np.where(mask, np.maximum(self.maximum, value), self.maximum)
         self.minimum = np.where(mask, np.minimum(self.minimum, value), self.minimum)
 
     def normalize(self, value: np.ndarray) -> np.ndarray:
-        """value [B, ...]: (value - min) / (max - min) where max > min, else unchanged."""
+        """value [B, ...]: (value - min) / max(max - min, min_value_range) where max > min, else unchanged."""
         high, low = (
             self.maximum.reshape((-1,) + (1,) * (value.ndim - 1)),
             self.minimum.reshape((-1,) + (1,) * (value.ndim - 1)),
         )
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(high > low, (value - low) / (high - low), value)
+            return np.where(high > low, (value - low) / np.maximum(high - low, self.min_value_range), value)
 
 
 def run_batched_mcts(
@@ -102,7 +103,7 @@ def run_batched_mcts(
     num_simulations = search.num_simulations
     hidden = np.asarray(root_output.hidden_state, np.float32)
     tree = BatchedTree(batch, num_simulations + 1, num_actions, hidden.shape[1:])
-    stats = BatchedMinMaxStats(batch, search.known_bounds)
+    stats = BatchedMinMaxStats(batch, search.known_bounds, search.min_value_range)
     root_to_play = np.zeros(batch, np.int64) if root_to_play is None else np.asarray(root_to_play, np.int64)
 
     # expand_node(root, ...) and add_exploration_noise(root).

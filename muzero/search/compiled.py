@@ -130,10 +130,12 @@ def _at(rows: tf.Tensor, node: tf.Tensor) -> tf.Tensor:
     return tf.stack([rows, node], axis=1)
 
 
-def _normalize(value: tf.Tensor, high: tf.Tensor, low: tf.Tensor) -> tf.Tensor:
-    """`MinMaxStats.normalize` of value [B, ...] by B trees' bounds high, low [B]."""
+def _normalize(value: tf.Tensor, high: tf.Tensor, low: tf.Tensor, min_value_range: float = 0.0) -> tf.Tensor:
+    """`MinMaxStats.normalize` of value [B, ...] by B trees' bounds high, low [B] (dividing by at least
+    `min_value_range`)."""
     high, low = high[:, None], low[:, None]
-    return tf.where(high > low, (value - low) / tf.where(high > low, high - low, 1.0), value)
+    span = tf.maximum(high - low, tf.constant(min_value_range, tf.float64))
+    return tf.where(high > low, (value - low) / tf.where(high > low, span, 1.0), value)
 
 
 def _node_value(visits: tf.Tensor, sums: tf.Tensor) -> tf.Tensor:
@@ -352,9 +354,13 @@ class CompiledSearch:
         )
         prior_score = pb_c * tf.gather(tree.children_prior, node, batch_dims=1)
         if self.search.ucb_value == "normalized_q":
-            value = _normalize(child_reward + discount * child_value, tree.maximum, tree.minimum)
+            value = _normalize(
+                child_reward + discount * child_value, tree.maximum, tree.minimum, self.search.min_value_range
+            )
         else:
-            value = child_reward + discount * _normalize(child_value, tree.maximum, tree.minimum)
+            value = child_reward + discount * _normalize(
+                child_value, tree.maximum, tree.minimum, self.search.min_value_range
+            )
         score = prior_score + tf.where(child_visits > 0, value, 0.0)
         return tf.where(tf.gather(tree.edge_exists, node, batch_dims=1), score, tf.constant(-np.inf, tf.float64))
 

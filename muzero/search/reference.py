@@ -23,9 +23,11 @@ class MinMaxStats:
     formula is O(1); normalising by the range seen in this search puts them on par.
     """
 
-    def __init__(self, known_bounds: KnownBounds | None):
+    def __init__(self, known_bounds: KnownBounds | None, min_value_range: float = 0.0):
         self.maximum = known_bounds.max if known_bounds else -math.inf
         self.minimum = known_bounds.min if known_bounds else math.inf
+        # Not in the pseudocode (0 there): `search.min_value_range`, EfficientZero's value_delta_max.
+        self.min_value_range = min_value_range
 
     def update(self, value: float) -> None:
         self.maximum = max(self.maximum, value)
@@ -34,7 +36,7 @@ class MinMaxStats:
     def normalize(self, value: float) -> float:
         if self.maximum > self.minimum:
             # We normalize only when we have set the maximum and minimum values.
-            return (value - self.minimum) / (self.maximum - self.minimum)
+            return (value - self.minimum) / max(self.maximum - self.minimum, self.min_value_range)
         return value
 
 
@@ -114,7 +116,7 @@ def run_mcts(
       The search's MinMaxStats (a new one per search unless one is passed).
     """
     if min_max_stats is None:
-        min_max_stats = MinMaxStats(config.search.known_bounds)
+        min_max_stats = MinMaxStats(config.search.known_bounds, config.search.min_value_range)
 
     for _ in range(config.search.num_simulations):
         history = action_history.clone()
