@@ -82,6 +82,9 @@ DIAGNOSTICS = {
     # Reanalyze) where the baseline's is 10 steps of the stored search value; this one keeps
     # the baseline's horizon, so that the two changes are told apart.
     "reanalyse_td10": [*OPTIONS["reanalyse"], "reanalyse.td_steps=10"],
+    # `uniform_replay` collapsed; with the floor on MinMaxStats' range it did not (a probe to 100k,
+    # docs/ablation/probes/). This runs it to 500k: the yardstick DQN's replay, without the collapse.
+    "uniform_replay_min_value_range": [*OTHERS["uniform_replay"], *OTHERS["min_value_range"]],
     # First definitions of two cells, run and kept under these names: the consistency loss on the
     # states themselves, without EfficientZero's heads; twice the training with the learning
     # rate's decay by training step, so at each environment step a far lower rate.
