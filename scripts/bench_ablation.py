@@ -71,9 +71,9 @@ OTHERS = {
     # (this config's 16 are for the CPU: a move's search costs about threefold at 50).
     "sims50": ["search.num_simulations=50"],
     # EfficientZero's and LightZero's MinMaxStats divide by at least 0.01; the pseudocode's stretches
-    # any range over [0, 1], so early on, when every value is near 0, noise of 0.001 between two
-    # children decides the search. `uniform_replay` and pUCT at 2 and 4 simulations collapsed
-    # that way (the root's visits all on one action; docs/sample_efficiency.md).
+    # any range over [0, 1], so early on, when every value is near 0, differences of a thousandth
+    # between children can outweigh the prior. `uniform_replay` collapsed onto one action without
+    # the floor and not with it (a probe to 100k; docs/sample_efficiency.md).
     "min_value_range": ["search.min_value_range=0.01"],
 }
 # Cells that explain another cell's result, not options of their own (not in `together`).
