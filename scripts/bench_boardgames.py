@@ -137,6 +137,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     opponents = sorted({row["opponent"] for row in rows})
     fig, axes = plt.subplots(2, len(opponents), figsize=(5 * len(opponents), 7.2), squeeze=False)
@@ -155,6 +156,8 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
                     )
         by_time.set(title=f"against {opponent}", xlabel="wall time (minutes)", ylim=(-0.02, 1.02))
         by_steps.set(xlabel="environment steps (self-play moves)", ylim=(-0.02, 1.02))
+        # "100k", not "100000": six-digit labels run into each other past 100k moves.
+        by_steps.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
         for axis in (by_time, by_steps):
             axis.grid(alpha=0.3)
             axis.legend(fontsize=7)
