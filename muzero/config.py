@@ -108,8 +108,8 @@ class SearchConfig:
     # "pseudocode": child.reward + discount * normalize(child.value()) (revision 2). "normalized_q":
     # normalize(child.reward + discount * child.value()), as muzero-general and mctx; MinMaxStats tracks those Qs.
     ucb_value: str = field(default="pseudocode", metadata=_range(choices=("pseudocode", "normalized_q")))
-    # The smallest range pUCT's `MinMaxStats.normalize` divides by (EfficientZero's value_delta_max, 0.01); 0: the
-    # pseudocode's, which stretches any range over [0, 1]. Gumbel rescales per node with its own epsilon, not this.
+    # The smallest range Q-values are normalised over (EfficientZero's value_delta_max, 0.01): pUCT's `MinMaxStats`,
+    # Gumbel's per-node rescale. 0: the pseudocode's (Gumbel: mctx's 1e-8), which stretches any range over [0, 1].
     min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
     # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
     # node's value is from the point of view of the player to move there; its parent sees it negated when the other

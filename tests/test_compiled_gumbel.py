@@ -14,15 +14,25 @@ from muzero.search.compiled_gumbel import CompiledGumbelSearch
 from tests.test_compiled_search import TableNetwork
 from tests.test_gumbel import SETTINGS, load_setting, reference_gumbel, setting_config
 
+# Larger than most nodes' spans of completed Q, so that it changes the divisor (search.min_value_range); the
+# test checks that it changes the reference's policies, then that the compiled search follows.
+FLOORED = [(name, 0.0) for name in SETTINGS] + [("one_player", 1.0), ("two_players", 1.0)]
+
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
-@pytest.mark.parametrize("name", SETTINGS)
-def test_compiled_gumbel_equals_reference(name, jit_compile):
+@pytest.mark.parametrize("name,min_value_range", FLOORED)
+def test_compiled_gumbel_equals_reference(name, min_value_range, jit_compile):
     d = load_setting(name)
-    config = setting_config(d)
+    config = setting_config(d, min_value_range)
     network = TableNetwork(None, 0, 0.0, (d["values"], d["rewards"], d["logits"]))
     root_output = network.initial_inference(d["root_ids"])
     players = int(d["setting_players"])
+    if min_value_range:
+        unfloored = reference_gumbel(
+            setting_config(d), network, root_output, d["legal"], d["to_play"], d["gumbel"], players
+        )
+        floored = reference_gumbel(config, network, root_output, d["legal"], d["to_play"], d["gumbel"], players)
+        assert np.abs(floored[2] - unfloored[2]).max() > 1e-3
     search = CompiledGumbelSearch(
         config.search,
         config.discount,

@@ -38,13 +38,14 @@ def load_setting(name: str) -> dict:
         return {key.split("/", 1)[1]: data[key] for key in data.files if key.startswith(name + "/")}
 
 
-def setting_config(d: dict) -> MuZeroConfig:
+def setting_config(d: dict, min_value_range: float = 0.0) -> MuZeroConfig:
     return MuZeroConfig(
         game=GameConfig(action_space_size=int(d["setting_actions"]), discount=float(d["setting_discount"])),
         search=SearchConfig(
             algorithm="gumbel",
             num_simulations=int(d["setting_simulations"]),
             max_considered_actions=int(d["setting_considered"]),
+            min_value_range=min_value_range,
         ),
     )
 
@@ -123,6 +124,21 @@ def test_sigma_completed_q_by_hand():
     mixed = (0.2 + 3 * (0.5 * 0.55 - 0.2 * 0.9) / 0.7) / 4
     expected = 5.2 * (np.array([0.55, mixed, -0.9]) + 0.9) / 1.45
     np.testing.assert_allclose(sigma_completed_q(config, node, 3), expected, rtol=1e-12)
+
+
+def test_sigma_completed_q_min_value_range_is_the_smallest_divisor():
+    def config(min_value_range):
+        search = SearchConfig(algorithm="gumbel", min_value_range=min_value_range)
+        return MuZeroConfig(game=GameConfig(action_space_size=3, discount=0.9), search=search)
+
+    node = _node(0, {0: (0.5, 2, 1.0, 0.1, 0), 1: (0.3, 0, 0.0, 0.0, 0), 2: (0.2, 1, -1.0, 0.0, 0)}, 0.2)
+    # The node of the test above: its completed Qs span 1.45 < 2, so they are divided by 2, not
+    # stretched over [0, 1]: the best action gets 5.2 * 1.45 / 2, not 5.2.
+    mixed = (0.2 + 3 * (0.5 * 0.55 - 0.2 * 0.9) / 0.7) / 4
+    expected = 5.2 * (np.array([0.55, mixed, -0.9]) + 0.9) / 2.0
+    np.testing.assert_allclose(sigma_completed_q(config(2.0), node, 3), expected, rtol=1e-12)
+    # A floor below the span changes nothing: 1.45 is divided by, as without the floor.
+    np.testing.assert_allclose(sigma_completed_q(config(1.0), node, 3), expected * 2.0 / 1.45, rtol=1e-12)
 
 
 def test_sigma_completed_q_two_players_negates_the_other_players_value():

@@ -148,6 +148,6 @@ class CompiledGumbelSearch(CompiledSearch):
         completed = tf.where(visited, q, mixed[:, None])
         low = tf.reduce_min(completed, axis=1, keepdims=True)
         high = tf.reduce_max(completed, axis=1, keepdims=True)
-        completed = (completed - low) / tf.maximum(high - low, RESCALE_EPSILON)
+        completed = (completed - low) / tf.maximum(high - low, max(RESCALE_EPSILON, self.search.min_value_range))
         max_visits = tf.cast(tf.reduce_max(visits, axis=1, keepdims=True), tf.float64)
         return (self.search.c_visit + max_visits) * self.search.c_scale * completed, visits

@@ -15,8 +15,9 @@ This is the readable definition the compiled search (`compiled_gumbel.py`) is te
 to, and it is tested equal to DeepMind's mctx (`mctx.gumbel_muzero_policy`) through stored
 outputs (`scripts/mctx_gumbel_oracle.py`). Two departures from the pseudocode's search hold
 here as in mctx: Q-values are min-max normalised per node (over the node's completed
-Q-values, not the tree's `MinMaxStats`, so `search.known_bounds` is unused), and exact ties go
-to the smaller action (the first maximum).
+Q-values, not the tree's `MinMaxStats`, so `search.known_bounds` is unused; the divisor is at
+least `search.min_value_range`, 0 and so mctx's epsilon by default), and exact ties go to the
+smaller action (the first maximum).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def mixed_value(raw_value: float, visits: np.ndarray, qvalues: np.ndarray, prior
 
 # sigma(completed Q): Q where visited, the mixed value elsewhere, min-max normalised over the
 # node's actions (at the root, illegal actions hold the mixed value and take part, as in
-# mctx), then scaled by (c_visit + max visits) * c_scale, so that the Q-values weigh more
+# mctx; the range divided by is at least `search.min_value_range`, so that a node whose Qs
+# differ by noise does not see them stretched over [0, 1]), then scaled by (c_visit + max visits) * c_scale, so that the Q-values weigh more
 # against the logits as the search gathers evidence.
 def sigma_completed_q(config: MuZeroConfig, node: Node, num_actions: int) -> np.ndarray:
     """sigma(completedQ) [A] of an expanded node's actions."""
@@ -113,7 +115,7 @@ def sigma_completed_q(config: MuZeroConfig, node: Node, num_actions: int) -> np.
         priors[action] = child.prior
     completed = np.where(visits > 0, qvalues, mixed_value(node.raw_value, visits, qvalues, priors))
     low, high = completed.min(), completed.max()
-    completed = (completed - low) / max(high - low, RESCALE_EPSILON)
+    completed = (completed - low) / max(high - low, RESCALE_EPSILON, config.search.min_value_range)
     return (config.search.c_visit + visits.max()) * config.search.c_scale * completed
 
 
