@@ -20,6 +20,8 @@ to the last mark), OUT/curves.csv and OUT/curves.png
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 from pathlib import Path
 
 from bench_minatar import DQN_CURVE, curve, dqn_at, steps_per_move, train_kept
@@ -134,16 +136,30 @@ def late_mean(points: list[dict], start: int = LATE, stop: int = MARKS[-1]) -> f
     return sum(late) / len(late)
 
 
+def mean_and_error(values: list[float | None]) -> str:
+    """'mean ± standard error (n)' of the seeds' figures; '-' unless every seed has one."""
+    if not values or any(v is None for v in values):
+        return "-"
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.2f} ± {error:.2f}"
+
+
 def table(rows: list[dict], cells: list[str], seeds: list[int]) -> str:
     body = []
     for name in cells:
+        per_seed = []  # (figures at MARKS, late mean) of each seed run
         for seed in seeds:
             points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
             if not points:
                 continue
-            cols = [f"{m[0]:.2f} ({m[1] / 1000:.0f}k)" if m else "-" for m in at_marks(points)]
+            marks, late = at_marks(points), late_mean(points)
+            per_seed.append(([m[0] if m else None for m in marks], late))
+            cols = [f"{m[0]:.2f} ({m[1] / 1000:.0f}k)" if m else "-" for m in marks]
             minutes = round(points[-1]["wall_seconds"] / 60)
-            body.append((name, seed, *cols, number(late_mean(points), ".2f"), minutes))
+            body.append((name, seed, *cols, number(late, ".2f"), minutes))
+        if len(per_seed) > 1:  # the seeds' mean, ± its standard error
+            cols = [mean_and_error([figures[i] for figures, _ in per_seed]) for i in range(len(MARKS))]
+            body.append((name, f"mean of {len(per_seed)}", *cols, mean_and_error([late for _, late in per_seed]), "-"))
     dqn = ("DQN (MinAtar paper)", "-", *(number(dqn_at("breakout", m), ".1f") for m in MARKS), "-", "-")
     late = f"mean of the evaluations {LATE // 1000}k-{MARKS[-1] // 1000}k"
     header = ("cell", "seed", *(f"return at {m // 1000}k (env steps)" for m in MARKS), late, "wall minutes")
@@ -158,16 +174,18 @@ def plot(rows: list[dict], path: Path, env_steps: int) -> None:
 
     fig, axis = plt.subplots(figsize=(7, 4.2))
     for name in dict.fromkeys(r["cell"] for r in rows):
-        for i, seed in enumerate(sorted({r["seed"] for r in rows if r["cell"] == name})):
+        color = None  # one colour and one legend entry per cell, whatever its seeds
+        for seed in sorted({r["seed"] for r in rows if r["cell"] == name}):
             points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
-            label = name if i == 0 else None  # one legend entry per cell
-            axis.plot(
+            (line,) = axis.plot(
                 [p["env_steps"] / 1000 for p in points],
                 [p["mean_return"] for p in points],
                 marker="o",
                 markersize=3,
-                label=label,
+                color=color,
+                label=name if color is None else None,
             )
+            color = line.get_color()
     dqn = [p for p in DQN_CURVE["breakout"] if p[0] <= env_steps]
     axis.plot([p[0] / 1000 for p in dqn], [p[1] for p in dqn], color="grey", linestyle="--", label="DQN")
     axis.set_xlabel("environment steps (k)")
