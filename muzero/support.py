@@ -80,3 +80,11 @@ def support_to_scalar_tf(logits, support_size: int, transform: bool = True):
         return y
     root = (tf.sqrt(1.0 + 4.0 * EPSILON * (tf.abs(y) + 1.0 + EPSILON)) - 1.0) / (2.0 * EPSILON)
     return tf.sign(y) * (tf.square(root) - 1.0)
+
+
+def entropy_tf(distribution):
+    """Entropy in nats of distributions [..., n] -> [...] (0 log 0 = 0): the floor under a
+    cross-entropy against them."""
+    import tensorflow as tf
+
+    return -tf.reduce_sum(tf.math.xlogy(distribution, distribution), axis=-1)

@@ -33,7 +33,7 @@ from muzero.gradient_scaling import scale_gradient
 from muzero.networks.keras import KerasNetwork
 from muzero.replay import Batch, ReplayBuffer
 from muzero.replay.targets import value_prefix_targets
-from muzero.support import num_bins, scalar_to_support
+from muzero.support import entropy_tf, num_bins, scalar_to_support
 
 if TYPE_CHECKING:
     from muzero.replay.prefetch import BatchPrefetcher
@@ -140,7 +140,9 @@ def muzero_loss(
         consistency = tf.reshape(target, tf.concat([tf.shape(actions)[:2], tf.shape(target)[1:]], axis=0))
 
     loss = 0.0
-    parts = {"value": 0.0, "reward": 0.0, "policy": 0.0}
+    parts = {"value": 0.0, "reward": 0.0, "policy": 0.0, "policy_target_entropy": 0.0}  # entropy: the loss's floor
+    if predictions[0][1].value_logits.shape.rank == 2:  # categorical value: the same floor under its loss
+        parts["value_target_entropy"] = 0.0
     if consistency is not None:
         parts["consistency"] = 0.0
     step_losses = []
@@ -169,6 +171,9 @@ def muzero_loss(
         parts["value"] += tf.reduce_mean(value_loss)
         parts["reward"] += tf.reduce_mean(reward_loss)
         parts["policy"] += tf.reduce_mean(policy_loss)
+        parts["policy_target_entropy"] += tf.reduce_mean(entropy_tf(target_policy[:, k]) * policy_mask[:, k])
+        if "value_target_entropy" in parts:
+            parts["value_target_entropy"] += tf.reduce_mean(entropy_tf(target_value[:, k]))
 
     if importance_weight is not None:
         # Prioritized replay: undo the sampling bias, sample by sample.

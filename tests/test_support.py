@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from muzero.support import h, h_inverse, scalar_to_support, support_to_scalar, support_to_scalar_tf
+from muzero.support import entropy_tf, h, h_inverse, scalar_to_support, support_to_scalar, support_to_scalar_tf
 
 
 def test_h_by_hand():
@@ -83,3 +83,10 @@ def test_without_the_transform_board_values_are_win_draw_loss_classes():
     assert support_to_scalar(probabilities, 1, transform=False) == pytest.approx(0.5)
     logits = tf.math.log(tf.constant([probabilities]))
     assert float(support_to_scalar_tf(logits, 1, transform=False)[0]) == pytest.approx(0.5, rel=1e-6)
+
+
+def test_entropy_by_hand():
+    # (0.7, 0.3): -(0.7 ln 0.7 + 0.3 ln 0.3) = 0.610864; a one-hot target has none (0 ln 0 = 0);
+    # uniform over 3: ln 3.
+    got = entropy_tf(np.array([[0.0, 0.7, 0.3], [0.0, 1.0, 0.0], [1 / 3, 1 / 3, 1 / 3]]))
+    np.testing.assert_allclose(got.numpy(), [0.610864302, 0.0, np.log(3)], rtol=1e-8)

@@ -210,6 +210,27 @@ def test_initial_step_has_no_reward_loss_and_absorbing_states_no_policy_loss():
     assert float(base) == pytest.approx(float(changed), rel=1e-6)
 
 
+@pytest.mark.parametrize("support_size", [0, 3])
+def test_target_entropies_are_the_floor_under_the_value_and_policy_losses(support_size):
+    _, network, batch = _setup(support_size)
+    _, metrics, _ = muzero_loss(network, batch, 0.0)
+
+    def entropy(p):  # nats, per sample
+        return -np.sum(p * np.log(p), axis=-1)
+
+    # Summed over the K + 1 steps as `loss/policy` is, with the mask of absorbing states (step 3 here).
+    policy = sum(np.mean(entropy(batch.target_policy[:, k]) * batch.policy_mask[:, k]) for k in range(K + 1))
+    assert float(metrics["policy_target_entropy"]) == pytest.approx(policy, rel=1e-5)
+    # Cross-entropy = target entropy + KL >= target entropy.
+    assert float(metrics["policy"]) >= float(metrics["policy_target_entropy"])
+    if not support_size:  # scalar values (MSE): no such floor
+        assert "value_target_entropy" not in metrics
+        return
+    value = sum(np.mean(entropy(batch.target_value[:, k])) for k in range(K + 1))
+    assert float(metrics["value_target_entropy"]) == pytest.approx(value, rel=1e-5)
+    assert float(metrics["value"]) >= float(metrics["value_target_entropy"])
+
+
 def test_learner_step_does_not_retrace():
     config, network, batch = _setup(3)
     learner = Learner(config.train, network)
