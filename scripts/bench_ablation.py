@@ -13,7 +13,8 @@ short continues from its run folder with `muzero train --resume`.
 
 Writes OUT/table.md (the return at the first evaluation at or past each of MARKS, its
 environment steps beside it, and DQN's return there; the mean of the evaluations from LATE
-to the last mark), OUT/curves.csv and OUT/curves.png
+to the last mark; for a cell run on several seeds, a row of the seeds' mean ± its standard
+error), OUT/curves.csv and OUT/curves.png
 (return against environment steps, DQN's curve dashed).
 """
 
@@ -137,7 +138,7 @@ def late_mean(points: list[dict], start: int = LATE, stop: int = MARKS[-1]) -> f
 
 
 def mean_and_error(values: list[float | None]) -> str:
-    """'mean ± standard error (n)' of the seeds' figures; '-' unless every seed has one."""
+    """'mean ± standard error' of the seeds' figures; '-' unless every seed has one."""
     if not values or any(v is None for v in values):
         return "-"
     error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0

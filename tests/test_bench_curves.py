@@ -79,15 +79,15 @@ def test_ablation_late_mean_averages_the_evaluations_from_300k_to_the_last_mark(
 def test_ablation_table_adds_the_seeds_mean_and_its_standard_error():
     bench = load_script("bench_ablation")
     rows = []
-    for seed, returns in ((0, (2.0, 4.0, 6.0)), (1, (4.0, 6.0, 9.0))):
-        for steps, value in zip((101_000, 251_000, 501_000), returns):
+    for seed, returns in ((0, (2.0, 4.0, 5.0, 6.0)), (1, (4.0, 6.0, 8.0, 9.0))):
+        for steps, value in zip((101_000, 251_000, 400_000, 501_000), returns):
             rows.append(
                 {"cell": "baseline", "seed": seed, "env_steps": steps, "mean_return": value, "wall_seconds": 60}
             )
     mean_row = [line for line in bench.table(rows, ["baseline"], [0, 1]).splitlines() if "mean of 2" in line]
     # At 100k: (2 + 4) / 2 = 3, standard error stdev / sqrt(2) = sqrt(2) / sqrt(2) = 1. At 500k: 7.5 and
-    # sqrt(4.5) / sqrt(2) = 1.5. The late mean is the 500k evaluation alone (the only one from 300k on).
-    assert "3.00 ± 1.00" in mean_row[0] and "7.50 ± 1.50" in mean_row[0]
+    # sqrt(4.5) / sqrt(2) = 1.5. Late means (400k and 501k): 5.5 and 8.5, so 7.00 ± 1.50.
+    assert "3.00 ± 1.00" in mean_row[0] and "7.50 ± 1.50" in mean_row[0] and "7.00 ± 1.50" in mean_row[0]
     # One seed: no mean row.
     assert "| baseline | mean of" not in bench.table(rows, ["baseline"], [0])
     # A seed that stopped short has no figure at 500k, so the seeds' mean there is left out.

@@ -105,8 +105,9 @@ def mixed_value(raw_value: float, visits: np.ndarray, qvalues: np.ndarray, prior
 # sigma(completed Q): Q where visited, the mixed value elsewhere, min-max normalised over the
 # node's actions (at the root, illegal actions hold the mixed value and take part, as in
 # mctx; the range divided by is at least `search.min_value_range`, so that a node whose Qs
-# differ by noise does not see them stretched over [0, 1]), then scaled by (c_visit + max visits) * c_scale, so that the Q-values weigh more
-# against the logits as the search gathers evidence.
+# differ by noise does not see them stretched over [0, 1]), then scaled by
+# (c_visit + max visits) * c_scale, so that the Q-values weigh more against the logits as
+# the search gathers evidence.
 def sigma_completed_q(config: MuZeroConfig, node: Node, num_actions: int) -> np.ndarray:
     """sigma(completedQ) [A] of an expanded node's actions."""
     visits, qvalues = child_qvalues(config, node, num_actions)
