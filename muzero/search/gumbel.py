@@ -15,9 +15,9 @@ This is the readable definition the compiled search (`compiled_gumbel.py`) is te
 to, and it is tested equal to DeepMind's mctx (`mctx.gumbel_muzero_policy`) through stored
 outputs (`scripts/mctx_gumbel_oracle.py`). Two departures from the pseudocode's search hold
 here as in mctx: Q-values are min-max normalised per node (over the node's completed
-Q-values, not the tree's `MinMaxStats`, so `search.known_bounds` is unused; the divisor is at
-least `search.min_value_range`, 0 and so mctx's epsilon by default), and exact ties go to the
-smaller action (the first maximum).
+Q-values, not the tree's `MinMaxStats`, so `search.known_bounds` is unused; the range divided
+by is at least `search.min_value_range`, by default 0, which leaves mctx's epsilon), and exact
+ties go to the smaller action (the first maximum).
 """
 
 from __future__ import annotations
