@@ -2,6 +2,7 @@
 
     python scripts/bench_ablation.py [--cells baseline value_prefix ...] [--seeds 0] [--env-steps 500000]
     python scripts/bench_ablation.py --cells together --seeds 0 1 2      # the recipe on 3 seeds
+    python scripts/bench_ablation.py --seeds 0 1 2 --read-only --out /tmp/ablation   # table and plot of what is kept
 
 Each cell trains `configs/minatar/breakout.yaml` with its `--set` overrides (CELLS) from
 scratch to `--env-steps` environment steps (`train.training_steps` = env steps x the cell's
@@ -25,7 +26,7 @@ import math
 import statistics
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, curve, dqn_at, steps_per_move, train_kept
+from bench_minatar import DQN_CURVE, curve, dqn_at, finished, steps_per_move, train_kept
 from benchlib import markdown_table, number, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +121,9 @@ def run_cell(name: str, seed: int, args: argparse.Namespace) -> list[dict]:
     kept, run_dir = args.keep / f"{name}_seed{seed}", args.out / f"{name}_seed{seed}"
     every = max(1, round(args.eval_every * rate))
     evaluation = [f"run.eval_interval={every}", f"run.eval_episodes={args.episodes}"]
+    if args.read_only and not finished(kept, steps):
+        print(f"{kept.name}: not kept, left out (--read-only)", flush=True)
+        return []
     train_kept(BREAKOUT, run_dir, kept, seed, [*settings, *evaluation], steps)
     points = curve("breakout", seed, kept)
     for point in points:
@@ -208,6 +212,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes per evaluation")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_ablation")
     parser.add_argument("--keep", type=Path, default=ROOT / "docs" / "ablation", help="finished cells' eval.csv")
+    parser.add_argument("--read-only", action="store_true", help="train nothing: table and plot of the kept cells")
     args = parser.parse_args()
     rows = []
     for name in args.cells:

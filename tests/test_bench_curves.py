@@ -94,6 +94,23 @@ def test_ablation_table_adds_the_seeds_mean_and_its_standard_error():
     assert bench.mean_and_error([6.0, None]) == "-"
 
 
+def test_ablation_read_only_leaves_out_cells_not_kept_and_trains_nothing(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    bench = load_script("bench_ablation")
+    monkeypatch.setattr(bench, "train_kept", lambda *a, **k: pytest.fail("trained a cell"))
+    args = argparse.Namespace(
+        keep=tmp_path / "kept",
+        out=tmp_path / "runs",
+        env_steps=500_000,
+        eval_every=50_000,
+        episodes=100,
+        read_only=True,
+    )
+    assert bench.run_cell("baseline", 1, args) == []
+    assert "baseline_seed1: not kept, left out" in capsys.readouterr().out
+
+
 def test_train_to_reads_a_finished_run_instead_of_running_it(tmp_path, monkeypatch, capsys):
     bench = load_script("bench_minatar")
     (tmp_path / "eval.csv").write_text("training_step,env_steps\n2500,25000\n5000,50000\n")
