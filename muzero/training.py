@@ -101,9 +101,8 @@ def muzero_loss(
     Returns:
       (total, metrics, hidden_states): total = batch mean of the summed step losses, each
       sample's times its importance weight when the batch has them, + weight decay;
-      metrics: "total", "l2", "value", "reward", "policy", ("consistency",) "step_k", the targets'
-      entropies "policy_target_entropy" ("value_target_entropy" when categorical)
-      (scalars; the parts unweighted) and "initial_value" ([B] value predicted at k = 0, for new priorities);
+      metrics: "total", "l2", "value", "reward", "policy", ("consistency",) "step_k", "policy_target_entropy",
+      ("value_target_entropy",) (scalars; the parts unweighted) and "initial_value" ([B] value at k = 0, for priorities);
       hidden_states: the K + 1 states [B, *hidden_shape] predicted at each unroll step, before
       their gradient is scaled (for gradient-norm summaries).
     """
