@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from tests.helpers import load_script
@@ -388,3 +389,51 @@ def test_soak_checks_what_a_fault_may_cost():
         "resumed at step 200, below 350: one checkpoint interval before the step reached",
         "resumed with 119 games, fewer than the 120 logged or checkpointed",
     ]
+
+
+def test_probe_value_step_rows_by_hand():
+    probe = load_script("probe_value")
+    # Two samples, one step (K = 0), 3 value bins, 2 actions; zero logits are uniform.
+    target = {
+        "support": np.array([[[0.0, 0.5, 0.5]], [[0.0, 0.0, 1.0]]]),
+        "scalar": np.array([[0.5], [1.0]]),
+        "policy": np.array([[[0.5, 0.5]], [[1.0, 0.0]]]),
+    }
+    end = {"support": np.array([[[0.0, 0.0, 1.0]], [[0.0, 0.0, 1.0]]]), "scalar": np.array([[1.0], [1.0]])}
+    rows = probe.step_rows(
+        value_logits=np.zeros((2, 1, 3)),
+        value=np.array([[0.2], [-0.4]]),
+        policy_logits=np.zeros((2, 1, 2)),
+        target=target,
+        end=end,
+        policy_mask=np.array([[1.0], [0.0]]),  # the second sample is past its game's end
+    )
+    expected = [
+        np.log(3),  # uniform logits: cross-entropy ln 3 against any target
+        np.log(2) / 2,  # entropies ln 2 and 0
+        np.log(3),
+        (0.3**2 + 1.4**2) / 2,  # 0.2 - 0.5, -0.4 - 1.0
+        (0.8**2 + 1.4**2) / 2,  # 0.2 - 1, -0.4 - 1
+        (0.5**2 + 0.0) / 2,  # 0.5 - 1, 1 - 1
+        1.0,
+        np.log(2),  # the masked sample left out: ln 2 over the first alone
+        np.log(2),
+    ]
+    assert rows.shape == (1, len(probe.COLUMNS))
+    np.testing.assert_allclose(rows[0], expected, rtol=1e-12)
+
+
+def test_probe_value_reads_a_run(tictactoe_tiny_run, capsys):
+    probe = load_script("probe_value")
+    probe.main(["--run", str(tictactoe_tiny_run), "--batches", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    # configs/tictactoe.yaml unrolls 5 steps: rows k = 0..5 and the sum.
+    rows = [line for line in lines if line.startswith("| ") and not line.startswith("| k") and "---" not in line]
+    table = np.array([[float(x) for x in row.split("|")[2:11]] for row in rows[:-1]])
+    assert table.shape == (6, 9)
+    columns = dict(zip(probe.COLUMNS, table.T))
+    # A cross-entropy is at least its target's entropy (Gibbs' inequality): no loss under its floor.
+    assert (columns["value loss"] >= columns["value floor"] - 1e-3).all()
+    assert (columns["policy loss"] >= columns["policy floor"] - 1e-3).all()
+    # Tic-tac-toe's returns to the end are -1, 0 or +1 for the mover (0 past the end).
+    assert ((columns["end squared"] >= 0) & (columns["end squared"] <= 1 + 1e-6)).all()

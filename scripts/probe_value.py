@@ -1,0 +1,164 @@
+"""Where a run's losses sit above their floors, unroll step by unroll step, on its own replay.
+
+    python scripts/probe_value.py --run runs/c4_2h/connect4_seed0 --batches 20
+
+Reads the run's newest complete checkpoint: the network and the replay buffer saved with it.
+It samples batches as training does (the run's K, td_steps, priorities and symmetries), and
+runs the network in inference mode along each unroll (representation at k = 0, then the
+dynamics). For each step k it prints:
+
+* the value loss against the training targets and its floor, the targets' own entropy
+  (`loss/value_target_entropy` in TensorBoard, but per step): what the value head does not
+  fit, plus the targets' noise;
+* the value loss against the return to the end of the game (the same positions, targets
+  made with td_steps = `game.max_moves`: the outcome in a board game);
+* the squared error of the predicted value (a scalar) against both targets, and of the
+  training target against the return to the end: how far the bootstrapped targets are
+  from what happened; and the mean square of the return to the end, the error of a head that
+  always says 0 (the yardstick for the two before);
+* the policy loss and its floor.
+
+A gap that grows with k comes from the dynamics; one already there at k = 0 from the
+representation and the value head, or from the targets. docs/boardgames.md quotes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+COLUMNS = (
+    "value loss",
+    "value floor",
+    "value loss vs end",
+    "value sq. error",
+    "value sq. error vs end",
+    "target sq. error vs end",
+    "end squared",
+    "policy loss",
+    "policy floor",
+)
+
+
+def cross_entropy(logits: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """-sum target * log softmax(logits) over the last axis: [..., n] -> [...]."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return -(target * log_softmax).sum(axis=-1)
+
+
+def entropy(distribution: np.ndarray) -> np.ndarray:
+    """Entropy in nats over the last axis (0 log 0 = 0): the floor under a cross-entropy."""
+    safe = np.where(distribution > 0, distribution, 1.0)
+    return -(distribution * np.log(safe)).sum(axis=-1)
+
+
+def step_rows(
+    value_logits: np.ndarray,
+    value: np.ndarray,
+    policy_logits: np.ndarray,
+    target: dict,
+    end: dict,
+    policy_mask: np.ndarray,
+) -> np.ndarray:
+    """The table's columns for each unroll step, as means over the batch.
+
+    Args:
+      value_logits: [B, K+1, n] predicted value logits (categorical heads).
+      value: [B, K+1] the predicted values as scalars.
+      policy_logits: [B, K+1, A].
+      target: the training batch's "support" [B, K+1, n] (two-hot value targets), "scalar"
+        [B, K+1] (the same targets as scalars) and "policy" [B, K+1, A].
+      end: "support" and "scalar" of the same positions with the return to the end.
+      policy_mask: [B, K+1], 0 past the end of a game (no policy target there).
+
+    Returns:
+      [K+1, len(COLUMNS)].
+    """
+    masked = policy_mask.sum(axis=0)
+    columns = [
+        cross_entropy(value_logits, target["support"]).mean(axis=0),
+        entropy(target["support"]).mean(axis=0),
+        cross_entropy(value_logits, end["support"]).mean(axis=0),
+        np.square(value - target["scalar"]).mean(axis=0),
+        np.square(value - end["scalar"]).mean(axis=0),
+        np.square(target["scalar"] - end["scalar"]).mean(axis=0),
+        np.square(end["scalar"]).mean(axis=0),
+        (cross_entropy(policy_logits, target["policy"]) * policy_mask).sum(axis=0) / np.maximum(masked, 1),
+        (entropy(target["policy"]) * policy_mask).sum(axis=0) / np.maximum(masked, 1),
+    ]
+    return np.stack(columns, axis=1)
+
+
+def unroll(network, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value logits [B, K+1, n], values [B, K+1], policy logits [B, K+1, A]) along the batch's unrolls."""
+    output = network.initial_inference(batch.observation, training=False)
+    outputs = [output]
+    for k in range(batch.actions.shape[1]):
+        output = network.recurrent_inference(output.hidden_state, batch.actions[:, k], training=False)
+        outputs.append(output)
+    value_logits, value, policy_logits = (
+        np.stack([np.asarray(getattr(o, name)) for o in outputs], axis=1)
+        for name in ("value_logits", "value", "policy_logits")
+    )
+    return value_logits, value, policy_logits
+
+
+def probe(run_dir: Path, batches: int, seed: int) -> tuple[int, np.ndarray]:
+    """(training step of the checkpoint, the table [K+1, len(COLUMNS)] averaged over `batches`)."""
+    from muzero.checkpoints import Checkpointer
+    from muzero.config_loader import load_config
+    from muzero.envs import check_environment
+    from muzero.factories import make_learner, make_replay_buffer, make_run_network
+    from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE
+
+    config = load_config(run_dir / CONFIG_FILE)
+    if config.network.support_size == 0:
+        raise SystemExit(f"{run_dir}: scalar value heads; this probe reads categorical ones")
+    spec = check_environment(config.game)
+    network = make_run_network(config, spec)
+    step, state = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
+    learner = make_learner(config, network)  # its `prepare`: the targets as the training step sees them
+    k, td = config.train.num_unroll_steps, learner.td_steps
+    replay = make_replay_buffer(config, spec, np.random.default_rng(seed))
+    replay.load_state_dict(state["replay"])
+    del state
+    tables = []
+    for b in range(batches):
+        # The same positions drawn twice (the same random state), the second time with targets to the end.
+        drawn = []
+        for td_steps in (td, config.game.max_moves):  # past any game's end: the return to it
+            replay.rng = np.random.default_rng([seed, b])
+            drawn.append(replay.sample_batch(k, td_steps))
+        batch, end_batch = drawn
+        np.testing.assert_array_equal(batch.actions, end_batch.actions)  # the same positions
+        prepared, end_prepared = learner.prepare(batch), learner.prepare(end_batch)
+        value_logits, value, policy_logits = unroll(network, prepared)
+        target = {"support": prepared.target_value, "scalar": batch.target_value, "policy": batch.target_policy}
+        end = {"support": end_prepared.target_value, "scalar": end_batch.target_value}
+        tables.append(step_rows(value_logits, value, policy_logits, target, end, batch.policy_mask))
+    return step, np.mean(tables, axis=0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, required=True, help="a run folder with a complete checkpoint")
+    parser.add_argument("--batches", type=int, default=20, help="batches of the run's batch size")
+    parser.add_argument("--seed", type=int, default=0, help="draws the batches")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    step, table = probe(args.run, args.batches, args.seed)
+    print(f"{args.run} at training step {step}: means over {args.batches} batches (nats; squared errors on values)")
+    print("| k | " + " | ".join(COLUMNS) + " |")
+    print("| --- " * (len(COLUMNS) + 1) + "|")
+    for k, row in enumerate(table):
+        print(f"| {k} | " + " | ".join(f"{x:.3f}" for x in row) + " |")
+    print("| all | " + " | ".join(f"{x:.3f}" for x in table.sum(axis=0)) + " |  (summed over k, as the losses)")
+
+
+if __name__ == "__main__":
+    main()
