@@ -18,6 +18,9 @@ dynamics). For each step k it prints:
   always says 0 (the yardstick for the two before);
 * the policy loss and its floor.
 
+With Reanalyse on, the training targets here bootstrap from the stored (reanalysed) root
+values, not from the target network θ⁻ as training's do: the run's θ⁻ is not saved.
+
 A gap that grows with k comes from the dynamics; one already there at k = 0 from the
 representation and the value head, or from the targets. docs/boardgames.md quotes it.
 """
