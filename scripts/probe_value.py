@@ -18,8 +18,8 @@ dynamics). For each step k it prints:
   always says 0 (the yardstick for the two before);
 * the policy loss and its floor.
 
-With Reanalyse on, the training targets here bootstrap from the stored (reanalysed) root
-values, not from the target network θ⁻ as training's do: the run's θ⁻ is not saved.
+With Reanalyse on, the training targets bootstrap from the checkpoint's target network θ⁻,
+as training's do.
 
 A gap that grows with k comes from the dynamics; one already there at k = 0 from the
 representation and the value head, or from the targets. docs/boardgames.md quotes it.
@@ -113,6 +113,7 @@ def unroll(network, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def probe(run_dir: Path, batches: int, seed: int) -> tuple[int, np.ndarray]:
     """(training step of the checkpoint, the table [K+1, len(COLUMNS)] averaged over `batches`)."""
+    from muzero.builder import make_target_network
     from muzero.checkpoints import Checkpointer
     from muzero.config_loader import load_config
     from muzero.envs import check_environment
@@ -129,6 +130,10 @@ def probe(run_dir: Path, batches: int, seed: int) -> tuple[int, np.ndarray]:
     k, td = config.train.num_unroll_steps, learner.td_steps
     replay = make_replay_buffer(config, spec, np.random.default_rng(seed))
     replay.load_state_dict(state["replay"])
+    if "reanalyse" in state:  # value targets from θ⁻, as the run's (muzero.builder)
+        target_network = make_target_network(config, spec)
+        target_network.load_state_dict(state["reanalyse"]["target_network"])
+        replay.bootstrap_value_fn = target_network.values
     del state
     tables = []
     for b in range(batches):
