@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -111,8 +112,9 @@ def unroll(network, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return value_logits, value, policy_logits
 
 
-def probe(run_dir: Path, batches: int, seed: int) -> tuple[int, np.ndarray]:
-    """(training step of the checkpoint, the table [K+1, len(COLUMNS)] averaged over `batches`)."""
+def probe(run_dir: Path, batches: int, seed: int, uniform: bool = False) -> tuple[int, np.ndarray]:
+    """(training step of the checkpoint, the table [K+1, len(COLUMNS)] averaged over `batches`);
+    `uniform`: positions drawn uniformly even where the run drew them by priority."""
     from muzero.builder import make_target_network
     from muzero.checkpoints import Checkpointer
     from muzero.config_loader import load_config
@@ -121,6 +123,8 @@ def probe(run_dir: Path, batches: int, seed: int) -> tuple[int, np.ndarray]:
     from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE
 
     config = load_config(run_dir / CONFIG_FILE)
+    if uniform:
+        config = replace(config, replay=replace(config.replay, priority_alpha=0.0))
     if config.network.support_size == 0:
         raise SystemExit(f"{run_dir}: scalar value heads; this probe reads categorical ones")
     spec = check_environment(config.game)
@@ -157,10 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", type=Path, required=True, help="a run folder with a complete checkpoint")
     parser.add_argument("--batches", type=int, default=20, help="batches of the run's batch size")
     parser.add_argument("--seed", type=int, default=0, help="draws the batches")
+    parser.add_argument("--uniform", action="store_true", help="draw positions uniformly, not by priority")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    step, table = probe(args.run, args.batches, args.seed)
-    print(f"{args.run} at training step {step}: means over {args.batches} batches (nats; squared errors on values)")
+    step, table = probe(args.run, args.batches, args.seed, args.uniform)
+    drawn = "uniformly" if args.uniform else "as training draws them"
+    print(
+        f"{args.run} at training step {step}: means over {args.batches} batches drawn {drawn} (nats; squared errors on values)"
+    )
     print("| k | " + " | ".join(COLUMNS) + " |")
     print("| --- " * (len(COLUMNS) + 1) + "|")
     for k, row in enumerate(table):
