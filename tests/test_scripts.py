@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -393,34 +394,40 @@ def test_soak_checks_what_a_fault_may_cost():
 
 def test_probe_value_step_rows_by_hand():
     probe = load_script("probe_value")
-    # Two samples, one step (K = 0), 3 value bins, 2 actions; zero logits are uniform.
+    # Two samples, one step (K = 0), 3 value bins, 2 actions.
     target = {
         "support": np.array([[[0.0, 0.5, 0.5]], [[0.0, 0.0, 1.0]]]),
         "scalar": np.array([[0.5], [1.0]]),
-        "policy": np.array([[[0.5, 0.5]], [[1.0, 0.0]]]),
+        "policy": np.array([[[0.5, 0.5]], [[0.0, 0.0]]]),  # none past the end, as replay's
     }
     end = {"support": np.array([[[0.0, 0.0, 1.0]], [[0.0, 0.0, 1.0]]]), "scalar": np.array([[1.0], [1.0]])}
     rows = probe.step_rows(
-        value_logits=np.zeros((2, 1, 3)),
+        # Softmax of log(1, 1, 2): (1/4, 1/4, 1/2), the same for both samples.
+        value_logits=np.log(np.array([[[1.0, 1.0, 2.0]], [[1.0, 1.0, 2.0]]])),
         value=np.array([[0.2], [-0.4]]),
-        policy_logits=np.zeros((2, 1, 2)),
+        policy_logits=np.zeros((2, 1, 2)),  # uniform: cross-entropy ln 2 against a distribution
         target=target,
         end=end,
         policy_mask=np.array([[1.0], [0.0]]),  # the second sample is past its game's end
     )
     expected = [
-        np.log(3),  # uniform logits: cross-entropy ln 3 against any target
+        # -(0.5 ln 1/4 + 0.5 ln 1/2) = 1.5 ln 2, and -ln 1/2 = ln 2: mean 1.25 ln 2
+        1.25 * np.log(2),
         np.log(2) / 2,  # entropies ln 2 and 0
-        np.log(3),
+        np.log(2),  # -ln 1/2 for both
         (0.3**2 + 1.4**2) / 2,  # 0.2 - 0.5, -0.4 - 1.0
         (0.8**2 + 1.4**2) / 2,  # 0.2 - 1, -0.4 - 1
         (0.5**2 + 0.0) / 2,  # 0.5 - 1, 1 - 1
         1.0,
-        np.log(2),  # the masked sample left out: ln 2 over the first alone
-        np.log(2),
+        np.log(2) / 2,  # ln 2 and the masked 0, over both samples as muzero_loss takes the mean
+        np.log(2) / 2,
     ]
     assert rows.shape == (1, len(probe.COLUMNS))
     np.testing.assert_allclose(rows[0], expected, rtol=1e-12)
+
+
+def _probe_columns(probe, table: np.ndarray) -> dict:
+    return dict(zip(probe.COLUMNS, table.T))
 
 
 def test_probe_value_reads_a_run(tictactoe_tiny_run, capsys):
@@ -431,9 +438,30 @@ def test_probe_value_reads_a_run(tictactoe_tiny_run, capsys):
     rows = [line for line in lines if line.startswith("| ") and not line.startswith("| k") and "---" not in line]
     table = np.array([[float(x) for x in row.split("|")[2:11]] for row in rows[:-1]])
     assert table.shape == (6, 9)
-    columns = dict(zip(probe.COLUMNS, table.T))
+    columns = _probe_columns(probe, table)
     # A cross-entropy is at least its target's entropy (Gibbs' inequality): no loss under its floor.
     assert (columns["value loss"] >= columns["value floor"] - 1e-3).all()
     assert (columns["policy loss"] >= columns["policy floor"] - 1e-3).all()
     # Tic-tac-toe's returns to the end are -1, 0 or +1 for the mover (0 past the end).
     assert ((columns["end squared"] >= 0) & (columns["end squared"] <= 1 + 1e-6)).all()
+    # td_steps 2 bootstraps from the searches' root values, which are not the outcomes.
+    assert columns["target sq. error vs end"][0] > 0
+
+
+def test_probe_value_targets_to_the_end_equal_the_returns(tictactoe_tiny_run, monkeypatch):
+    import muzero.config_loader
+
+    probe = load_script("probe_value")
+    load_config = muzero.config_loader.load_config
+
+    def to_the_end(*args, **kwargs):  # the run's config with td_steps 9, tic-tac-toe's longest game
+        config = load_config(*args, **kwargs)
+        return replace(config, train=replace(config.train, td_steps=config.game.max_moves))
+
+    monkeypatch.setattr(muzero.config_loader, "load_config", to_the_end)
+    _, table = probe.probe(tictactoe_tiny_run, 2, 0)
+    columns = _probe_columns(probe, table)
+    # Training's targets then reach every game's end: the same positions get the same targets twice.
+    np.testing.assert_allclose(columns["target sq. error vs end"], 0.0, atol=1e-12)
+    np.testing.assert_allclose(columns["value loss"], columns["value loss vs end"], rtol=1e-6)
+    np.testing.assert_allclose(columns["value sq. error"], columns["value sq. error vs end"], rtol=1e-6)
