@@ -465,3 +465,27 @@ def test_probe_value_targets_to_the_end_equal_the_returns(tictactoe_tiny_run, mo
     np.testing.assert_allclose(columns["target sq. error vs end"], 0.0, atol=1e-12)
     np.testing.assert_allclose(columns["value loss"], columns["value loss vs end"], rtol=1e-6)
     np.testing.assert_allclose(columns["value sq. error"], columns["value sq. error vs end"], rtol=1e-6)
+
+
+def test_probe_value_bootstraps_from_the_target_network(tictactoe_tiny_run, monkeypatch):
+    import muzero.config_loader
+    from muzero.reanalyse import TargetNetwork
+
+    probe = load_script("probe_value")
+    load_config = muzero.config_loader.load_config
+
+    def with_reanalyse(*args, **kwargs):  # Reanalyse on, its value targets 1 step long
+        config = load_config(*args, **kwargs)
+        return replace(config, reanalyse=replace(config.reanalyse, fraction=0.5, td_steps=1))
+
+    monkeypatch.setattr(muzero.config_loader, "load_config", with_reanalyse)
+    monkeypatch.setattr(TargetNetwork, "values", lambda self, observation: np.full(len(observation), 0.3))
+    seen = []
+    step_rows = probe.step_rows
+    monkeypatch.setattr(probe, "step_rows", lambda *a, **kw: seen.append(a[3]["scalar"][:, 0]) or step_rows(*a, **kw))
+    probe.probe(tictactoe_tiny_run, 2, 0)
+    targets = np.round(np.concatenate(seen).astype(np.float64), 6)
+    # One step ahead the opponent moves: θ⁻'s 0.3 counts as -0.3 for the mover, with no reward
+    # before the game ends; a move that ends the game gets its reward alone (+1 win, 0 draw).
+    assert set(targets.tolist()) <= {-0.3, 0.0, 1.0}
+    assert (targets == -0.3).any()
