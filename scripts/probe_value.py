@@ -54,16 +54,18 @@ COLUMNS = (
 
 
 def cross_entropy(logits: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """-sum target * log softmax(logits) over the last axis: [..., n] -> [...]."""
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    return -(target * log_softmax).sum(axis=-1)
+    """-sum target * log softmax(logits) over the last axis, [..., n] -> [...]: the op
+    `muzero_loss` takes its policy loss with (and its categorical value loss is)."""
+    import tensorflow as tf
+
+    return tf.nn.softmax_cross_entropy_with_logits(labels=target, logits=logits).numpy()
 
 
 def entropy(distribution: np.ndarray) -> np.ndarray:
-    """Entropy in nats over the last axis (0 log 0 = 0): the floor under a cross-entropy."""
-    safe = np.where(distribution > 0, distribution, 1.0)
-    return -(distribution * np.log(safe)).sum(axis=-1)
+    """The floor under a cross-entropy, [..., n] -> [...], as training logs it (`support.entropy_tf`)."""
+    from muzero.support import entropy_tf
+
+    return entropy_tf(distribution).numpy()
 
 
 def step_rows(
