@@ -102,11 +102,11 @@ class RunParts:
         self.source.load_state(environments, state["games_in_progress"])
         self.replay_buffer.load_state_dict(state["replay"])
         self.network.steps = self.learner.training_step
-        if self.reanalyser is not None and "reanalyse" in state:
-            self.target_network.load_state_dict(state["reanalyse"]["target_network"])
-            self.reanalyser.load_state_dict(state["reanalyse"]["worker"])
-        elif self.reanalyser is not None:  # a checkpoint from before Reanalyse was turned on
-            self.target_network.maybe_refresh(self.learner.training_step, self.network)
+        if self.reanalyser is not None:  # "reanalyse" is absent from a checkpoint from before it was on
+            saved = state.get("reanalyse")
+            self.target_network.restore(saved and saved["target_network"], self.learner.training_step, self.network)
+            if saved is not None:
+                self.reanalyser.load_state_dict(saved["worker"])
 
     def close(self) -> None:
         """Stops what runs beside the learner (actors, Reanalyse)."""

@@ -145,6 +145,15 @@ class TargetNetwork:
     def load_state_dict(self, state: dict) -> None:
         self._load(state["weights"], state["step"])
 
+    def restore(self, saved: dict | None, step: int, network) -> None:
+        """θ⁻ as a checkpoint at training step `step` left it: `saved` (its `state_dict`), or,
+        for a checkpoint from before Reanalyse was turned on (`saved` None), a copy of the
+        restored `network`, as the run's first refresh would have made."""
+        if saved is None:
+            self._load(network.get_weights(), step)
+        else:
+            self.load_state_dict(saved)
+
 
 class ReanalyseDriver:
     """What the two ways of running Reanalyse share: `reanalyse.positions_per_step` positions

@@ -146,10 +146,7 @@ def probe(run_dir: Path, batches: int, seed: int, uniform: bool = False) -> tupl
     replay.load_state_dict(state["replay"])
     if reanalyse_enabled(config.reanalyse):  # value targets from θ⁻, as the run's (muzero.builder)
         target_network = make_target_network(config, spec)
-        if "reanalyse" in state:
-            target_network.load_state_dict(state["reanalyse"]["target_network"])
-        else:  # a checkpoint from before Reanalyse was turned on: the run copies its network
-            target_network.maybe_refresh(step, network)
+        target_network.restore(state.get("reanalyse", {}).get("target_network"), step, network)
         replay.bootstrap_value_fn = target_network.values
     del state
     correction = replay.off_policy_correction_steps

@@ -192,6 +192,16 @@ def test_target_network_is_refreshed_every_interval_only():
     np.testing.assert_array_equal(restored.values(observation), copied)
     assert restored.step == 6
 
+    # `restore` takes the saved θ⁻ when there is one; without one (a checkpoint from before
+    # Reanalyse was on) it copies the restored learner's weights now, whatever the step.
+    restored = TargetNetwork(3, factory)
+    restored.restore(target.state_dict(), 7, network)
+    np.testing.assert_array_equal(restored.values(observation), copied)
+    assert restored.step == 6
+    restored.restore(None, 7, network)  # 7 is not a multiple of the interval
+    np.testing.assert_array_equal(restored.values(observation), learner_values())
+    assert restored.step == 7
+
 
 def _shift_weights(network) -> None:
     """Adds 0.1 to every weight of the learner's network."""
@@ -300,3 +310,35 @@ def test_positions_out_in_calls_are_not_chosen_again():
         select_positions(buffer, 2, exclude=[(first.layout - 1, first.rows)]).rows, first.rows
     )
     assert select_positions(buffer, 9, exclude=[(first.layout, np.arange(6))]) is None
+
+
+def test_resuming_a_run_from_before_reanalyse_copies_the_restored_network(tictactoe_tiny_run, tmp_path):
+    # Reanalyse turned on at resume: the checkpoint holds no θ⁻, so θ⁻ must be the restored
+    # learner's weights. The run's checkpoint is at step 20, not a multiple of the interval 7:
+    # a refresh "every 7 steps" would have kept the fresh network's random weights.
+    from dataclasses import replace
+
+    from muzero.builder import build_run, make_target_network, resume_run
+    from muzero.config_loader import load_config
+    from muzero.envs import check_environment
+    from muzero.run_dir import CONFIG_FILE
+    from tests.helpers import copy_run
+
+    run_dir = copy_run(tictactoe_tiny_run, tmp_path / "run")
+    config = load_config(run_dir / CONFIG_FILE)
+    config = replace(config, reanalyse=replace(config.reanalyse, fraction=0.5, target_network_interval=7))
+    spec = check_environment(config.game)
+    parts = build_run(config, run_dir, spec)
+    try:
+        before = parts.target_network.state_dict()  # θ⁻ of the new network, step 0
+        assert resume_run(parts, run_dir) == 20
+        assert parts.target_network.step == 20
+        observation = np.stack([parts.replay_buffer.games[i].make_image(0) for i in range(3)])
+        fresh = make_target_network(config, spec)
+        fresh.load_state_dict(before)
+        fresh = fresh.values(observation)
+        learner = parts.network.published_network().initial_inference(observation).value
+        np.testing.assert_allclose(parts.target_network.values(observation), learner, rtol=1e-6)
+        assert not np.allclose(fresh, learner)  # the restore changed θ⁻
+    finally:
+        parts.close()
