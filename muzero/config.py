@@ -5,8 +5,7 @@ The fields carry the pseudocode's names (`num_simulations`, `pb_c_base`, `td_ste
 validates every key. This module imports no TensorFlow, so bad input is reported
 before any heavy import happens.
 
-Each field may carry `metadata` with a closed range ("min"/"max", inclusive, or
-"gt" for a strict lower bound) or a set of "choices"; `config_io` enforces them.
+Each field may carry `metadata` with a closed range ("min"/"max", inclusive, or "gt" for a strict lower bound) or "choices".
 """
 
 from __future__ import annotations
@@ -37,10 +36,9 @@ class GameConfig:
     # Which game, through which plug-in (`muzero.envs`): a gymnasium id ("CartPole-v1"), an ALE
     # id ("ALE/Pong-v5"), "<plugin>:<name>", or "<module>:<function>" for a game outside the package.
     id: str = "CartPole-v1"
-    # The plug-in's settings: gymnasium.make's keyword arguments for a gymnasium id, the
-    # ALE wrapping (`muzero.envs.atari.AtariSettings`) for an Atari game, the factory's
-    # keyword arguments for "<module>:<function>". Checked against the plug-in's settings
-    # dataclass when it has one (then held as an instance of it).
+    # The plug-in's settings: gymnasium.make's keyword arguments for a gymnasium id, the ALE wrapping
+    # (`muzero.envs.atari.AtariSettings`) for an Atari game, the factory's keyword arguments for
+    # "<module>:<function>". Checked against the plug-in's settings dataclass if it has one (then held as one).
     kwargs: Any = field(default_factory=dict)
     # Number of discrete actions; must match the environment's action space. Left out (or null) in
     # a YAML file: read from the environment.
@@ -218,7 +216,10 @@ class TrainConfig:
     td_steps: int = field(default=10, metadata=_range(min=1))
     # L2 penalty on the weights, added to the loss (pseudocode: weight_decay * sum of tf.nn.l2_loss).
     weight_decay: float = field(default=1e-4, metadata=_range(min=0.0))
-    # Momentum of the SGD optimizer.
+    # "sgd": the pseudocode's SGD with momentum. "adam": Adam (not in MuZero; MinAtar's Rainbow and
+    # several small-scale MuZeros use it), its beta_1 the momentum below; weight_decay stays L2 in the loss.
+    optimizer: str = field(default="sgd", metadata=_range(choices=("sgd", "adam")))
+    # SGD's momentum, or Adam's beta_1.
     momentum: float = field(default=0.9, metadata=_range(min=0.0, max=1.0))
     # Learning rate lr_init * lr_decay_rate ^ (training step / lr_decay_steps), as the pseudocode.
     lr_init: float = field(default=0.05, metadata=_range(gt=0.0))
@@ -226,9 +227,8 @@ class TrainConfig:
     lr_decay_rate: float = field(default=0.1, metadata=_range(gt=0.0, max=1.0))
     # Training steps over which the learning rate decays by lr_decay_rate.
     lr_decay_steps: float = field(default=350e3, metadata=_range(gt=0.0))
-    # A NaN or Inf in the loss or gradients: "skip" the update (weights unchanged,
-    # counted as train/nonfinite_skips) or "stop" the run. Skipping stops too after
-    # this many consecutive non-finite steps.
+    # A NaN or Inf in the loss or gradients: "skip" the update (weights unchanged, counted as
+    # train/nonfinite_skips) or "stop" the run; skipping stops too after max_consecutive_nonfinite.
     nonfinite: str = field(default="skip", metadata=_range(choices=("skip", "stop")))
     # Compile the training step with XLA (tf.function(jit_compile=True)).
     jit_compile: bool = False

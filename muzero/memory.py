@@ -10,7 +10,7 @@ with the config:
   the Python objects around them);
 * the training batch: B x (K + 1) rows of the network's input image, targets and the
   activations kept for the backward pass;
-* the network: its hidden layers' weights with SGD's momentum and the gradients (small
+* the network: its hidden layers' weights, the gradients and SGD's momentum (Adam: 2 slots; small
   beside the others; counted from the layer sizes, not by building it).
 
 Each process of the run (the learner's, and each self-play actor's in the concurrent loop)
@@ -118,7 +118,8 @@ def estimate_memory(
     )
     batch = 4 * (observations + rows * (2 * bins + spec.action_space_size + 4) + 2 * rows * layers * state)
     runtime = processes * PROCESS_BYTES + (RAY_SERVICES_BYTES if ray else 0)
-    return MemoryEstimate(int(replay), int(batch), int(4 * 3 * weights), runtime)
+    copies = 4 if config.train.optimizer == "adam" else 3  # the weights, the gradients and 1 or 2 optimizer slots
+    return MemoryEstimate(int(replay), int(batch), int(4 * copies * weights), runtime)
 
 
 def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:

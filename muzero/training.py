@@ -61,13 +61,12 @@ def learning_rate(train: TrainConfig, training_step: int) -> float:
 
 
 def make_optimizer(train: TrainConfig) -> keras.optimizers.Optimizer:
-    """SGD with momentum and the pseudocode's exponential decay (non-staircase), from the `train` section."""
+    """SGD with momentum (or Adam) and the pseudocode's exponential decay (non-staircase), from the `train` section."""
     schedule = keras.optimizers.schedules.ExponentialDecay(
-        train.lr_init,
-        decay_steps=train.lr_decay_steps,
-        decay_rate=train.lr_decay_rate,
-        staircase=False,
+        train.lr_init, decay_steps=train.lr_decay_steps, decay_rate=train.lr_decay_rate, staircase=False
     )
+    if train.optimizer == "adam":
+        return keras.optimizers.Adam(learning_rate=schedule, beta_1=train.momentum)
     return keras.optimizers.SGD(learning_rate=schedule, momentum=train.momentum)
 
 

@@ -79,6 +79,10 @@ OTHERS = {
     # between children can outweigh the prior. `uniform_replay` collapsed onto one action without
     # the floor and not with it (a probe to 100k; docs/sample_efficiency.md).
     "min_value_range": ["search.min_value_range=0.01"],
+    # The MinAtar baselines train with adaptive optimizers (its DQN: RMSProp at 2.5e-4; Revisiting
+    # Rainbow: Adam at 1e-4), as do small-scale MuZeros (Stoix: Adam at 3e-4); the pseudocode's SGD
+    # at 0.05 is the paper's Atari at scale. Adam at 3e-4 here, with this config's tenfold decay.
+    "adam": ["train.optimizer=adam", "train.lr_init=0.0003"],
 }
 # Cells that explain another cell's result, not options of their own (not in `together`).
 DIAGNOSTICS = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -39,6 +40,9 @@ def test_estimate_of_an_mlp_config_by_hand():
     assert estimate.batch == 4 * (40 + 30 * 16 + 2 * 30 * 6 * 16)
     # Network: 6 layers x 16 x 16 weights, x 3 (weights, momentum, gradients) x 4 bytes.
     assert estimate.network == 4 * 3 * 6 * 16 * 16
+    # Adam keeps 2 slots (first and second moments) where SGD keeps the momentum: x 4.
+    adam = dataclasses.replace(config, train=dataclasses.replace(config.train, optimizer="adam"))
+    assert estimate_memory(adam, CARTPOLE, processes=2).network == 4 * 4 * 6 * 16 * 16
     assert estimate.total == estimate.replay + estimate.batch + estimate.network + 2 * PROCESS_BYTES
     # On Ray on this machine, its services too: half a GiB more.
     assert estimate_memory(config, CARTPOLE, processes=2, ray=True).total == estimate.total + GIB // 2

@@ -65,6 +65,18 @@ class TestLearningRate:
             assert float(optimizer.learning_rate) == pytest.approx(learning_rate(config.train, step), rel=1e-6)
         assert optimizer.momentum == 0.9
 
+    def test_adam_first_step_by_hand(self):
+        # Adam's first step: m = (1 - b1) g and v = (1 - b2) g^2, bias-corrected to g and g^2, so
+        # the step is lr * g / (|g| + eps) = lr * sign(g): [1, -2] - 0.1 * [1, -1] = [0.9, -1.9].
+        # SGD with momentum from zero velocity steps by lr * g: [1, -2] - 0.1 * [3, -0.5] = [0.7, -1.95].
+        for name, expected in (("adam", [0.9, -1.9]), ("sgd", [0.7, -1.95])):
+            train = TrainConfig(optimizer=name, lr_init=0.1, lr_decay_rate=0.1, lr_decay_steps=1000, momentum=0.9)
+            optimizer = make_optimizer(train)
+            x = tf.Variable([1.0, -2.0])
+            optimizer.apply_gradients([(tf.constant([3.0, -0.5]), x)])
+            np.testing.assert_allclose(x.numpy(), expected, rtol=1e-5)
+        assert make_optimizer(TrainConfig(optimizer="adam", momentum=0.8)).beta_1 == 0.8
+
 
 CARTPOLE = Path(__file__).resolve().parents[1] / "configs" / "cartpole.yaml"
 K = 3
