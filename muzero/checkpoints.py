@@ -114,7 +114,7 @@ class Checkpointer:
     Args:
       directory: the run's checkpoints/ folder.
       network: its Keras models are saved.
-      optimizer: momentum slots and iterations; None to restore weights only (evaluation).
+      optimizer: its slots (momentum, or Adam's moments) and iterations; None to restore weights only (evaluation).
       max_to_keep: the newest complete checkpoints kept.
       keep_every_steps: K > 0 also keeps, for good, the first complete checkpoint at or
         after each multiple of K (K, 2K, ...), so a run that slowly went wrong has older

@@ -201,8 +201,8 @@ def _check_backend(args: argparse.Namespace) -> None:
 def _resume_config(run_dir: Path, args: argparse.Namespace):
     """The config to resume `run_dir` with: its saved config (or --config) plus --set.
 
-    A changed network shape is refused, naming the variables that differ; other changes
-    are allowed and printed as a diff against the saved config.
+    A changed network shape is refused, naming the variables that differ, and so is a changed
+    optimizer; other changes are allowed and printed as a diff against the saved config.
     """
     from muzero.networks.compat import shape_changes
 
@@ -218,6 +218,11 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
     differ = shape_changes(_network_shapes(saved), _network_shapes(config))
     if differ:
         raise UsageError(f"{run_dir}: cannot resume with a different network shape: {'; '.join(differ)}")
+    if config.train.optimizer != saved.train.optimizer:  # the checkpoints hold the saved optimizer's slots
+        raise UsageError(
+            f"{run_dir}: cannot resume with train.optimizer {config.train.optimizer!r}: its checkpoints hold "
+            f"{saved.train.optimizer!r}'s slots (start a new run)"
+        )
     if not args.print_config:
         log_to_file(run_dir / LOG_FILE)  # appended to: the resumed run's lines follow the first run's
     for key, (old, new) in config_changes(saved, config).items():

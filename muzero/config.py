@@ -216,8 +216,8 @@ class TrainConfig:
     td_steps: int = field(default=10, metadata=_range(min=1))
     # L2 penalty on the weights, added to the loss (pseudocode: weight_decay * sum of tf.nn.l2_loss).
     weight_decay: float = field(default=1e-4, metadata=_range(min=0.0))
-    # "sgd": the pseudocode's SGD with momentum. "adam": Adam (not in MuZero; MinAtar's Rainbow and
-    # several small-scale MuZeros use it), its beta_1 the momentum below; weight_decay stays L2 in the loss.
+    # "sgd": the pseudocode's SGD with momentum. "adam": Adam (not in MuZero; Revisiting Rainbow on MinAtar
+    # and Stoix's MuZero use it), its beta_1 the momentum below; weight_decay stays L2 in the loss.
     optimizer: str = field(default="sgd", metadata=_range(choices=("sgd", "adam")))
     # SGD's momentum, or Adam's beta_1.
     momentum: float = field(default=0.9, metadata=_range(min=0.0, max=1.0))

@@ -426,6 +426,11 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
             "of priority 0 would never be drawn, and the importance weights are unbounded)",
         )
 
+    if config.train.optimizer == "adam" and config.train.momentum >= 1:  # Adam divides by 1 - beta_1^t
+        raise fail(
+            "train.momentum",
+            f"expected a value < 1 with train.optimizer: adam (its beta_1), got {config.train.momentum!r}",
+        )
     if config.replay.min_games > config.replay.window_size:
         raise fail(
             "replay.min_games",

@@ -195,7 +195,7 @@ def update_weights(
     value_loss_weight: float = 1.0,
     consistency_loss_weight: float = 0.0,
 ) -> dict:
-    """One SGD step on `muzero_loss`, skipped when the loss or a gradient is not finite.
+    """One optimizer step (SGD or Adam) on `muzero_loss`, skipped when the loss or a gradient is not finite.
 
     Args:
       value_loss_weight, consistency_loss_weight: see `muzero_loss`.

@@ -89,6 +89,12 @@ def test_prioritized_replay_off_by_default_paper_values_accepted():
         None, ["replay.priority_alpha=1", "replay.priority_epsilon=0"]
     )
     assert load_config(None, ["replay.priority_epsilon=0"]).replay.priority_epsilon == 0.0
+    # Adam's bias correction divides by 1 - beta_1^t: a momentum (its beta_1) of 1 is refused with
+    # Adam, and allowed with SGD (the range of momentum is [0, 1]).
+    assert "train.momentum: expected a value < 1 with train.optimizer: adam" in _error(
+        None, ["train.optimizer=adam", "train.momentum=1"]
+    )
+    assert load_config(None, ["train.momentum=1"]).train.momentum == 1.0
 
 
 def test_values_and_overrides(tmp_path):

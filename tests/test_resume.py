@@ -331,6 +331,12 @@ def test_resume_refuses_a_new_network_shape_and_prints_other_changes(tmp_path, t
     assert "cannot resume with a different network shape: " in result.stderr
     assert "representation/state/kernel (8, 4) -> (8, 5)" in result.stderr
     assert "dynamics/hidden_0/kernel (6, 8) -> (7, 8)" in result.stderr
+    # A new optimizer is refused too: the checkpoints hold SGD's momentum slots, not Adam's moments.
+    result = _run("train", "--resume", str(run_dir), "--set", "train.optimizer=adam")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "cannot resume with train.optimizer 'adam': its checkpoints hold 'sgd''s slots (start a new run)"
+    )
     result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=35", "--set", "train.lr_init=0.02")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "config changed on resume: train.lr_init: 0.01 -> 0.02" in result.stderr
