@@ -5,8 +5,9 @@
     python scripts/bench_gumbel.py boardgames --game tictactoe --minutes 10 [--budgets 4 16 50] [--final-opponents ...]
 
 * breakout: for each budget and `search.algorithm` (puct, gumbel), trains
-  `configs/minatar/breakout.yaml` with `muzero train` (seed 0) to `--env-steps` environment
-  steps (`train.training_steps` = env steps x the config's `train.steps_per_move`, so the
+  `configs/minatar/breakout.yaml` as measured (0.1 steps per move, `BREAKOUT_AS_MEASURED`)
+  with `muzero train` (seed 0) to `--env-steps` environment
+  steps (`train.training_steps` = env steps x `train.steps_per_move`, so the
   run stops there) with a greedy evaluation of `--episodes` episodes 8 times on the way (the
   last at the end). A cell whose run reached the end is read, not run again; an interrupted
   one continues with `muzero train --resume`. A finished cell's eval.csv and config.yaml are
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from bench_boardgames import curve as board_curve
 from bench_boardgames import run_folder
-from bench_minatar import DQN_CURVE, curve, finished, steps_per_move, train_kept
+from bench_minatar import BREAKOUT_AS_MEASURED, DQN_CURVE, curve, finished, steps_per_move, train_kept
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("puct", "gumbel")
@@ -58,12 +59,12 @@ def cell_settings(algorithm: str, budget: int) -> list[str]:
 
 
 def breakout(args: argparse.Namespace) -> None:
-    steps = round(args.env_steps * steps_per_move(BREAKOUT, []))
+    steps = round(args.env_steps * steps_per_move(BREAKOUT, BREAKOUT_AS_MEASURED))
     out = args.out / "breakout"
     rows, finals = [], []
     for algorithm, budget in cells(args.budgets, args.first):
         run_dir = out / f"{algorithm}{budget}"
-        settings = cell_settings(algorithm, budget) + [
+        settings = [*BREAKOUT_AS_MEASURED, *cell_settings(algorithm, budget)] + [
             f"run.eval_interval={steps // 8}",
             f"run.eval_episodes={args.episodes}",
         ]
