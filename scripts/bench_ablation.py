@@ -16,8 +16,8 @@ short continues from its run folder with `muzero train --resume`.
 Writes OUT/table.md (the return at the first evaluation at or past each of MARKS, its
 environment steps beside it, and DQN's return there; the mean of the evaluations from LATE
 to the last mark; for a cell run on several seeds, a row of the seeds' mean ± its standard
-error), OUT/curves.csv and OUT/curves.png
-(return against environment steps, DQN's curve dashed).
+error), OUT/curves.csv, OUT/curves.png (return against environment steps, DQN's curve dashed)
+and OUT/seeds.png (the cells run on several seeds: their mean ± standard error, each seed thin).
 """
 
 from __future__ import annotations
@@ -217,6 +217,62 @@ def plot(rows: list[dict], path: Path, env_steps: int) -> None:
     plt.close(fig)
 
 
+def seed_means(rows: list[dict], name: str) -> list[tuple[float, float, float]] | None:
+    """(env steps, mean return, its standard error) over the seeds of cell `name`, evaluation by
+    evaluation (the i-th of each seed: they fall within a few hundred environment steps of each
+    other), as far as every seed reached; None for a cell run on one seed."""
+    seeds = sorted({r["seed"] for r in rows if r["cell"] == name})
+    if len(seeds) < 2:
+        return None
+    runs = [[r for r in rows if r["cell"] == name and r["seed"] == seed] for seed in seeds]
+    means = []
+    for points in zip(*runs):
+        returns = [p["mean_return"] for p in points]
+        error = statistics.stdev(returns) / math.sqrt(len(returns))
+        means.append((statistics.fmean(p["env_steps"] for p in points), statistics.fmean(returns), error))
+    return means
+
+
+def plot_seeds(rows: list[dict], path: Path, env_steps: int) -> None:
+    """The cells run on several seeds: each seed thin, their mean thick with a band of ± one
+    standard error, DQN's curve dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(7, 4.2))
+    for name in dict.fromkeys(r["cell"] for r in rows):
+        means = seed_means(rows, name)
+        if means is None:
+            continue
+        steps = [m[0] / 1000 for m in means]
+        (line,) = axis.plot(steps, [m[1] for m in means], marker="o", markersize=3, linewidth=2)
+        n = len({r["seed"] for r in rows if r["cell"] == name})
+        line.set_label(f"{name}, mean of {n} seeds ± s.e.")
+        low, high = [m[1] - m[2] for m in means], [m[1] + m[2] for m in means]
+        axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
+        for seed in sorted({r["seed"] for r in rows if r["cell"] == name}):
+            points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
+            axis.plot(
+                [p["env_steps"] / 1000 for p in points],
+                [p["mean_return"] for p in points],
+                color=line.get_color(),
+                linewidth=0.7,
+                alpha=0.5,
+            )
+    dqn = [p for p in DQN_CURVE["breakout"] if p[0] <= env_steps]
+    axis.plot([p[0] / 1000 for p in dqn], [p[1] for p in dqn], color="grey", linestyle="--", label="DQN")
+    axis.set_xlabel("environment steps (k)")
+    axis.set_ylabel("mean greedy return")
+    axis.set_title("MinAtar Breakout: cells on several seeds (thin: each seed), 2-core CPU")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", nargs="+", choices=list(CELLS), default=list(CELLS))
@@ -236,6 +292,7 @@ def main() -> None:
             write_csv(args.out / "curves.csv", rows)
             (args.out / "table.md").write_text(table(rows, args.cells, args.seeds) + "\n")
             plot(rows, args.out / "curves.png", args.env_steps)
+            plot_seeds(rows, args.out / "seeds.png", args.env_steps)
     print((args.out / "table.md").read_text())
 
 

@@ -144,3 +144,22 @@ def test_train_kept_reads_the_kept_copy_and_keeps_a_finished_run(tmp_path, monke
     # A later session: runs/ is empty, the kept copy is read and nothing runs.
     monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: pytest.fail("ran a kept run"))
     bench.train_kept(tmp_path / "config.yaml", tmp_path / "empty" / "cell", kept, 0, [], 5000)
+
+
+def test_ablation_seed_means_average_each_evaluation_over_the_seeds():
+    bench = load_script("bench_ablation")
+    rows = [
+        {"cell": "a", "seed": 0, "env_steps": 50_000, "mean_return": 1.0},
+        {"cell": "a", "seed": 0, "env_steps": 100_000, "mean_return": 3.0},
+        {"cell": "a", "seed": 1, "env_steps": 51_000, "mean_return": 3.0},
+        {"cell": "a", "seed": 1, "env_steps": 101_000, "mean_return": 7.0},
+        {"cell": "a", "seed": 1, "env_steps": 150_000, "mean_return": 9.0},  # seed 0 stopped before
+        {"cell": "b", "seed": 0, "env_steps": 50_000, "mean_return": 5.0},
+    ]
+    # First evaluations: mean (1 + 3) / 2 = 2 at 50.5k; sample std sqrt(2), over sqrt(2) seeds: 1.
+    # Second: (3 + 7) / 2 = 5 at 100.5k; std sqrt(8) / sqrt(2) = 2. The third, seed 1's alone, is left out.
+    assert bench.seed_means(rows, "a") == [
+        (50_500, pytest.approx(2.0), pytest.approx(1.0)),
+        (100_500, pytest.approx(5.0), pytest.approx(2.0)),
+    ]
+    assert bench.seed_means(rows, "b") is None  # one seed: no mean to draw
