@@ -84,8 +84,8 @@ OTHERS = {
     # Rainbow: Adam at 1e-4), as do small-scale MuZeros (Stoix: Adam at 3e-4); the pseudocode's SGD
     # at 0.05 is the paper's Atari at scale. Adam at 3e-4 here, with this config's tenfold decay.
     "adam": ["train.optimizer=adam", "train.lr_init=0.0003"],
-    # `more_training` one step further towards EfficientZero's replay ratio (about 40 times this
-    # config's): three times the baseline's training steps per environment step, the decay per
+    # `more_training` one step further towards EfficientZero's replay ratio (about 40 times the
+    # baseline's): three times the baseline's training steps per environment step, the decay per
     # environment step kept again. It costs wall time in proportion on 2 cores.
     "more_training_x3": ["train.steps_per_move=0.3", "train.lr_decay_steps=150000"],
 }
@@ -185,6 +185,22 @@ def table(rows: list[dict], cells: list[str], seeds: list[int]) -> str:
     return markdown_table(header, [*body, dqn])
 
 
+def finish_plot(fig, axis, path: Path, env_steps: int, title: str) -> None:
+    """DQN's curve (dashed) to `env_steps`, the axes' labels, and the figure saved to `path`."""
+    import matplotlib.pyplot as plt
+
+    dqn = [p for p in DQN_CURVE["breakout"] if p[0] <= env_steps]
+    axis.plot([p[0] / 1000 for p in dqn], [p[1] for p in dqn], color="grey", linestyle="--", label="DQN")
+    axis.set_xlabel("environment steps (k)")
+    axis.set_ylabel("mean greedy return")
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot(rows: list[dict], path: Path, env_steps: int) -> None:
     import matplotlib
 
@@ -205,16 +221,7 @@ def plot(rows: list[dict], path: Path, env_steps: int) -> None:
                 label=name if color is None else None,
             )
             color = line.get_color()
-    dqn = [p for p in DQN_CURVE["breakout"] if p[0] <= env_steps]
-    axis.plot([p[0] / 1000 for p in dqn], [p[1] for p in dqn], color="grey", linestyle="--", label="DQN")
-    axis.set_xlabel("environment steps (k)")
-    axis.set_ylabel("mean greedy return")
-    axis.set_title("MinAtar Breakout: EfficientZero's pieces, 2-core CPU")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish_plot(fig, axis, path, env_steps, "MinAtar Breakout: EfficientZero's pieces, 2-core CPU")
 
 
 def seed_means(rows: list[dict], name: str) -> list[tuple[float, float, float]] | None:
@@ -248,11 +255,11 @@ def plot_seeds(rows: list[dict], path: Path, env_steps: int) -> None:
             continue
         steps = [m[0] / 1000 for m in means]
         (line,) = axis.plot(steps, [m[1] for m in means], marker="o", markersize=3, linewidth=2)
-        n = len({r["seed"] for r in rows if r["cell"] == name})
-        line.set_label(f"{name}, mean of {n} seeds ± s.e.")
+        seeds = sorted({r["seed"] for r in rows if r["cell"] == name})
+        line.set_label(f"{name}, mean of {len(seeds)} seeds ± s.e.")
         low, high = [m[1] - m[2] for m in means], [m[1] + m[2] for m in means]
         axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
-        for seed in sorted({r["seed"] for r in rows if r["cell"] == name}):
+        for seed in seeds:
             points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
             axis.plot(
                 [p["env_steps"] / 1000 for p in points],
@@ -261,16 +268,7 @@ def plot_seeds(rows: list[dict], path: Path, env_steps: int) -> None:
                 linewidth=0.7,
                 alpha=0.5,
             )
-    dqn = [p for p in DQN_CURVE["breakout"] if p[0] <= env_steps]
-    axis.plot([p[0] / 1000 for p in dqn], [p[1] for p in dqn], color="grey", linestyle="--", label="DQN")
-    axis.set_xlabel("environment steps (k)")
-    axis.set_ylabel("mean greedy return")
-    axis.set_title("MinAtar Breakout: cells on several seeds (thin: each seed), 2-core CPU")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    finish_plot(fig, axis, path, env_steps, "MinAtar Breakout: cells on several seeds (thin: each seed), 2-core CPU")
 
 
 def main() -> None:
