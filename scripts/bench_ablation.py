@@ -91,6 +91,13 @@ OTHERS = {
 }
 # Cells that explain another cell's result, not options of their own (not in `together`).
 DIAGNOSTICS = {
+    # The visit-count temperature falls by training step (10,000 and 20,000), so `more_training`
+    # also explores less per environment step: 0.5 from 50k environment steps, not 100k. This
+    # keeps the baseline's temperature per environment step, so that the two changes are told apart.
+    "more_training_same_temperature": [
+        *OPTIONS["more_training"],
+        "search.visit_softmax_temperature.schedule=[[20000, 1.0], [40000, 0.5], [null, 0.25]]",
+    ],
     # The `reanalyse` cell moves every value target to θ⁻'s 5-step bootstrap (the paper's
     # Reanalyze) where the baseline's is 10 steps of the stored search value; this one keeps
     # the baseline's horizon, so that the two changes are told apart.
