@@ -170,12 +170,22 @@ def mean_and_error(values: list[float | None]) -> str:
     return f"{statistics.fmean(values):.2f} ± {error:.2f}"
 
 
+def seed_runs(rows: list[dict], name: str) -> dict[int, list[dict]]:
+    """Cell `name`'s evaluations, by seed (in seed order)."""
+    runs: dict[int, list[dict]] = {}
+    for r in rows:
+        if r["cell"] == name:
+            runs.setdefault(r["seed"], []).append(r)
+    return dict(sorted(runs.items()))
+
+
 def table(rows: list[dict], cells: list[str], seeds: list[int]) -> str:
     body = []
     for name in cells:
         per_seed = []  # (figures at MARKS, late mean) of each seed run
+        runs = seed_runs(rows, name)
         for seed in seeds:
-            points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
+            points = runs.get(seed)
             if not points:
                 continue
             marks, late = at_marks(points), late_mean(points)
@@ -217,8 +227,7 @@ def plot(rows: list[dict], path: Path, env_steps: int) -> None:
     fig, axis = plt.subplots(figsize=(7, 4.2))
     for name in dict.fromkeys(r["cell"] for r in rows):
         color = None  # one colour and one legend entry per cell, whatever its seeds
-        for seed in sorted({r["seed"] for r in rows if r["cell"] == name}):
-            points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
+        for points in seed_runs(rows, name).values():
             (line,) = axis.plot(
                 [p["env_steps"] / 1000 for p in points],
                 [p["mean_return"] for p in points],
@@ -235,12 +244,11 @@ def seed_means(rows: list[dict], name: str) -> list[tuple[float, float, float]] 
     """(env steps, mean return, its standard error) over the seeds of cell `name`, evaluation by
     evaluation (the i-th of each seed: they fall within a few hundred environment steps of each
     other), as far as every seed reached; None for a cell run on one seed."""
-    seeds = sorted({r["seed"] for r in rows if r["cell"] == name})
-    if len(seeds) < 2:
+    runs = seed_runs(rows, name)
+    if len(runs) < 2:
         return None
-    runs = [[r for r in rows if r["cell"] == name and r["seed"] == seed] for seed in seeds]
     means = []
-    for points in zip(*runs):
+    for points in zip(*runs.values()):
         returns = [p["mean_return"] for p in points]
         error = statistics.stdev(returns) / math.sqrt(len(returns))
         means.append((statistics.fmean(p["env_steps"] for p in points), statistics.fmean(returns), error))
@@ -262,12 +270,11 @@ def plot_seeds(rows: list[dict], path: Path, env_steps: int) -> None:
             continue
         steps = [m[0] / 1000 for m in means]
         (line,) = axis.plot(steps, [m[1] for m in means], marker="o", markersize=3, linewidth=2)
-        seeds = sorted({r["seed"] for r in rows if r["cell"] == name})
-        line.set_label(f"{name}, mean of {len(seeds)} seeds ± s.e.")
+        runs = seed_runs(rows, name)
+        line.set_label(f"{name}, mean of {len(runs)} seeds ± s.e.")
         low, high = [m[1] - m[2] for m in means], [m[1] + m[2] for m in means]
         axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
-        for seed in seeds:
-            points = [r for r in rows if r["cell"] == name and r["seed"] == seed]
+        for points in runs.values():
             axis.plot(
                 [p["env_steps"] / 1000 for p in points],
                 [p["mean_return"] for p in points],
