@@ -225,18 +225,19 @@ def plot(rows: list[dict], path: Path, env_steps: int) -> None:
     import matplotlib.pyplot as plt
 
     fig, axis = plt.subplots(figsize=(7, 4.2))
-    for name in dict.fromkeys(r["cell"] for r in rows):
-        color = None  # one colour and one legend entry per cell, whatever its seeds
-        for points in seed_runs(rows, name).values():
-            (line,) = axis.plot(
+    # One colour and one legend entry per cell, whatever its seeds; 20 colours, not the default
+    # 10, so that no two of the ablation's cells share one.
+    colors = plt.get_cmap("tab20").colors
+    for index, name in enumerate(dict.fromkeys(r["cell"] for r in rows)):
+        for seed, points in enumerate(seed_runs(rows, name).values()):
+            axis.plot(
                 [p["env_steps"] / 1000 for p in points],
                 [p["mean_return"] for p in points],
                 marker="o",
                 markersize=3,
-                color=color,
-                label=name if color is None else None,
+                color=colors[index % len(colors)],
+                label=name if seed == 0 else None,
             )
-            color = line.get_color()
     finish_plot(fig, axis, path, env_steps, "MinAtar Breakout: EfficientZero's pieces, 2-core CPU")
 
 
