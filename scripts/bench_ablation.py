@@ -229,14 +229,14 @@ def plot(rows: list[dict], path: Path, env_steps: int) -> None:
     # 10, so that no two of the ablation's cells share one.
     colors = plt.get_cmap("tab20").colors
     for index, name in enumerate(dict.fromkeys(r["cell"] for r in rows)):
-        for seed, points in enumerate(seed_runs(rows, name).values()):
+        for run, points in enumerate(seed_runs(rows, name).values()):
             axis.plot(
                 [p["env_steps"] / 1000 for p in points],
                 [p["mean_return"] for p in points],
                 marker="o",
                 markersize=3,
                 color=colors[index % len(colors)],
-                label=name if seed == 0 else None,
+                label=name if run == 0 else None,
             )
     finish_plot(fig, axis, path, env_steps, "MinAtar Breakout: EfficientZero's pieces, 2-core CPU")
 
