@@ -81,6 +81,14 @@ COLUMNS = [
 ]
 
 
+def dqn_points(game: str, reach: float) -> list[tuple[float, float]]:
+    """DQN's curve of `game` to its first point at or past `reach` environment steps (all of it
+    when none is): what a plot of runs to `reach` draws beside them."""
+    points = DQN_CURVE[game]
+    beyond = [i for i, (steps, _) in enumerate(points) if steps >= reach]
+    return points[: (beyond[0] if beyond else len(points) - 1) + 1]
+
+
 def train(game: str, seed: int, run_dir: Path, args: argparse.Namespace) -> None:
     """One run of `muzero train`, stopped with SIGTERM after `args.minutes` of training."""
     settings = [f"run.eval_episodes={args.episodes}", f"run.eval_interval={args.eval_interval}", *args.set]
@@ -242,9 +250,7 @@ def plot(rows: list[dict], games: list[str], path: Path, title: str, floors: dic
                 )
         if game in DQN_CURVE:
             # On environment steps, DQN's curve to its first point past the longest run; on minutes, its 5M result.
-            reach = max([row["env_steps"] for row in rows if row["game"] == game], default=0)
-            beyond = [i for i, p in enumerate(DQN_CURVE[game]) if p[0] >= reach]
-            points = DQN_CURVE[game][: (beyond[0] if beyond else len(DQN_CURVE[game]) - 1) + 1]
+            points = dqn_points(game, max([row["env_steps"] for row in rows if row["game"] == game], default=0))
             by_steps.plot(
                 [p[0] for p in points],
                 [p[1] for p in points],

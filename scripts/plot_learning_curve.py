@@ -1,7 +1,10 @@
 """Plots greedy evaluation returns of one or more runs (their eval.csv) into a PNG.
 
     python scripts/plot_learning_curve.py runs/NAME [runs/OTHER ...] --out docs/cartpole_learning_curve.png \
-        [--labels NAME OTHER ...]
+        [--labels NAME OTHER ...] [--dqn GAME]
+
+`--dqn GAME` (a MinAtar game) draws DQN's curve of the MinAtar paper on the environment-steps
+panel, to its first point past the longest run, in place of CartPole's line at 200.
 
 Needs the `plot` extra (matplotlib), which `make train` / `make test` install.
 """
@@ -12,6 +15,7 @@ import argparse
 import csv
 from pathlib import Path
 
+from bench_minatar import DQN_CURVE, dqn_points
 from benchlib import save_figure
 
 
@@ -27,6 +31,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--title", default="CartPole-v1: greedy return (10 episodes per point)")
     parser.add_argument("--labels", nargs="+", help="one legend entry per run (default: the run folders' names)")
+    parser.add_argument("--dqn", choices=sorted(DQN_CURVE), help="draw this MinAtar game's DQN curve, not the line at 200")
     args = parser.parse_args()
     if args.labels and len(args.labels) != len(args.runs):
         parser.error(f"--labels: {len(args.labels)} given for {len(args.runs)} runs")
@@ -38,18 +43,32 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    reach = 0.0
     for run, label in zip(args.runs, labels):
         data = read_eval(run)
         if not data:
             continue
+        reach = max(reach, data["env_steps"][-1])
         minutes = [s / 60 for s in data["wall_seconds"]]
         low = [m - s for m, s in zip(data["mean_return"], data["std_return"])]
         high = [m + s for m, s in zip(data["mean_return"], data["std_return"])]
         for axis, x in ((by_time, minutes), (by_steps, data["env_steps"])):
             axis.plot(x, data["mean_return"], marker="o", markersize=3, label=label)
             axis.fill_between(x, low, high, alpha=0.2)
+    if args.dqn:
+        points = dqn_points(args.dqn, reach)
+        by_steps.plot(
+            [steps for steps, _ in points],
+            [value for _, value in points],
+            color="grey",
+            linestyle="--",
+            marker="s",
+            markersize=3,
+            label="DQN (Young & Tian 2019, training returns)",
+        )
     for axis in (by_time, by_steps):
-        axis.axhline(200, color="grey", linestyle="--", linewidth=1)
+        if not args.dqn:
+            axis.axhline(200, color="grey", linestyle="--", linewidth=1)
         axis.grid(alpha=0.3)
     by_time.set_xlabel("wall-clock minutes since start")
     by_steps.set_xlabel("environment steps (self-play moves)")
