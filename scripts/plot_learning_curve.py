@@ -31,7 +31,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--title", default="CartPole-v1: greedy return (10 episodes per point)")
     parser.add_argument("--labels", nargs="+", help="one legend entry per run (default: the run folders' names)")
-    parser.add_argument("--dqn", choices=sorted(DQN_CURVE), help="draw this MinAtar game's DQN curve, not the line at 200")
+    parser.add_argument(
+        "--dqn", choices=sorted(DQN_CURVE), help="draw this MinAtar game's DQN curve, not the line at 200"
+    )
     args = parser.parse_args()
     if args.labels and len(args.labels) != len(args.runs):
         parser.error(f"--labels: {len(args.labels)} given for {len(args.runs)} runs")

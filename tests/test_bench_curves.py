@@ -4,8 +4,6 @@ and how a cell that finished before is read."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from muzero.config_io import read_config
@@ -37,35 +35,6 @@ def test_dqn_points_stop_at_the_first_point_past_the_runs():
     # Runs past 5M draw the whole curve; runs shorter than its first point draw that point.
     assert bench.dqn_points("breakout", 6e6) == bench.DQN_CURVE["breakout"]
     assert bench.dqn_points("breakout", 0) == [(1e5, 4.3)]
-
-
-def test_plot_learning_curve_draws_dqns_curve_beside_runs(tmp_path):
-    import subprocess
-    import sys
-
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "eval.csv").write_text(
-        "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
-        "1000,5000,10,60.0,1.0,3.0,0.5\n2000,10000,20,120.0,2.0,4.0,0.5\n"
-    )
-    script = Path(__file__).resolve().parents[1] / "scripts" / "plot_learning_curve.py"
-    out = tmp_path / "curve.png"
-    done = subprocess.run(
-        [sys.executable, str(script), str(run), "--out", str(out), "--dqn", "space_invaders"],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert out.stat().st_size > 0
-    # A game without DQN's curve is refused by argparse (exit status 2), and nothing is written.
-    bad = subprocess.run(
-        [sys.executable, str(script), str(run), "--out", str(tmp_path / "bad.png"), "--dqn", "pong"],
-        capture_output=True,
-        text=True,
-    )
-    assert bad.returncode == 2 and "--dqn" in bad.stderr
-    assert not (tmp_path / "bad.png").exists()
 
 
 def test_gumbel_grid_runs_the_named_cells_first():

@@ -375,6 +375,26 @@ def test_plot_scalars_reads_a_runs_replay_bytes(tiny_run, tmp_path):
     assert result.returncode == 0 and out.stat().st_size > 0, result.stderr[-2000:]
 
 
+def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "eval.csv").write_text(
+        "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
+        "1000,5000,10,60.0,1.0,3.0,0.5\n2000,10000,20,120.0,2.0,4.0,0.5\n"
+    )
+
+    def plot(out: Path, game: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, str(ROOT / "scripts" / "plot_learning_curve.py"), str(run), "--out", str(out)]
+        return subprocess.run([*command, "--dqn", game], capture_output=True, text=True, check=False, timeout=300)
+
+    result = plot(tmp_path / "curve.png", "space_invaders")
+    assert result.returncode == 0 and (tmp_path / "curve.png").stat().st_size > 0, result.stderr[-2000:]
+    # A game without DQN's curve: argparse's one line and status 2, and no plot written.
+    result = plot(tmp_path / "bad.png", "pong")
+    assert result.returncode == 2 and "--dqn" in result.stderr
+    assert not (tmp_path / "bad.png").exists()
+
+
 def test_soak_checks_what_a_fault_may_cost():
     soak = load_script("soak")
     # Keeping 3, before the fault 30, 20, 10 complete. After it 50, 40, 30, 20: 10 went with
