@@ -83,9 +83,11 @@ COLUMNS = [
 
 def dqn_points(game: str, reach: float) -> list[tuple[float, float]]:
     """DQN's curve of `game` to its first point at or past `reach` environment steps (all of it
-    when none is): what a plot of runs to `reach` draws beside them."""
+    when none is): what a plot of runs to `reach` draws beside them. A run stops at its first
+    evaluation past a round number (500,080 for 500k), so a point within 1% short of `reach`
+    counts as reached."""
     points = DQN_CURVE[game]
-    beyond = [i for i, (steps, _) in enumerate(points) if steps >= reach]
+    beyond = [i for i, (steps, _) in enumerate(points) if steps >= 0.99 * reach]
     return points[: (beyond[0] if beyond else len(points) - 1) + 1]
 
 

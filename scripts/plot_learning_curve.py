@@ -25,6 +25,49 @@ def read_eval(run_dir: Path) -> dict[str, list[float]]:
     return {key: [float(row[key]) for row in rows] for key in rows[0]} if rows else {}
 
 
+def draw(runs: list[Path], labels: list[str], dqn: str | None = None):
+    """The figure: each run's greedy return against wall minutes (left) and environment steps
+    (right); DQN's curve of the MinAtar game `dqn` on the right, or CartPole's line at 200 on both."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    reach = 0.0
+    for run, label in zip(runs, labels):
+        data = read_eval(run)
+        if not data:
+            continue
+        reach = max(reach, data["env_steps"][-1])
+        minutes = [s / 60 for s in data["wall_seconds"]]
+        low = [m - s for m, s in zip(data["mean_return"], data["std_return"])]
+        high = [m + s for m, s in zip(data["mean_return"], data["std_return"])]
+        for axis, x in ((by_time, minutes), (by_steps, data["env_steps"])):
+            axis.plot(x, data["mean_return"], marker="o", markersize=3, label=label)
+            axis.fill_between(x, low, high, alpha=0.2)
+    if dqn:
+        points = dqn_points(dqn, reach)
+        by_steps.plot(
+            [steps for steps, _ in points],
+            [value for _, value in points],
+            color="grey",
+            linestyle="--",
+            marker="s",
+            markersize=3,
+            label="DQN (Young & Tian 2019, training returns)",
+        )
+    for axis in (by_time, by_steps):
+        if not dqn:
+            axis.axhline(200, color="grey", linestyle="--", linewidth=1)
+        axis.grid(alpha=0.3)
+    by_time.set_xlabel("wall-clock minutes since start")
+    by_steps.set_xlabel("environment steps (self-play moves)")
+    by_time.set_ylabel("greedy return (mean ± std)")
+    by_steps.legend(loc="lower right", fontsize=8)
+    return fig
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
@@ -37,46 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.labels and len(args.labels) != len(args.runs):
         parser.error(f"--labels: {len(args.labels)} given for {len(args.runs)} runs")
-    labels = args.labels or [run.name for run in args.runs]
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    reach = 0.0
-    for run, label in zip(args.runs, labels):
-        data = read_eval(run)
-        if not data:
-            continue
-        reach = max(reach, data["env_steps"][-1])
-        minutes = [s / 60 for s in data["wall_seconds"]]
-        low = [m - s for m, s in zip(data["mean_return"], data["std_return"])]
-        high = [m + s for m, s in zip(data["mean_return"], data["std_return"])]
-        for axis, x in ((by_time, minutes), (by_steps, data["env_steps"])):
-            axis.plot(x, data["mean_return"], marker="o", markersize=3, label=label)
-            axis.fill_between(x, low, high, alpha=0.2)
-    if args.dqn:
-        points = dqn_points(args.dqn, reach)
-        by_steps.plot(
-            [steps for steps, _ in points],
-            [value for _, value in points],
-            color="grey",
-            linestyle="--",
-            marker="s",
-            markersize=3,
-            label="DQN (Young & Tian 2019, training returns)",
-        )
-    for axis in (by_time, by_steps):
-        if not args.dqn:
-            axis.axhline(200, color="grey", linestyle="--", linewidth=1)
-        axis.grid(alpha=0.3)
-    by_time.set_xlabel("wall-clock minutes since start")
-    by_steps.set_xlabel("environment steps (self-play moves)")
-    by_time.set_ylabel("greedy return (mean ± std)")
-    by_steps.legend(loc="lower right", fontsize=8)
-    save_figure(fig, args.out, args.title)
+    save_figure(draw(args.runs, args.labels or [run.name for run in args.runs], args.dqn), args.out, args.title)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ def test_dqn_points_stop_at_the_first_point_past_the_runs():
     # (the last of them exactly at 0.5M); runs to 0.3M draw up to 0.5M, the first point past them.
     assert bench.dqn_points("space_invaders", 500_000) == [(1e5, 16.1), (2.5e5, 21.7), (5e5, 27.9)]
     assert bench.dqn_points("space_invaders", 300_000)[-1] == (5e5, 27.9)
+    # A run to 500k stops at its first evaluation past it (500,080 moves): 500k is within 1%, so
+    # the curve still ends there, not at 1M; 510k is 2% past it and reaches on to 1M.
+    assert bench.dqn_points("space_invaders", 500_080)[-1] == (5e5, 27.9)
+    assert bench.dqn_points("space_invaders", 510_000)[-1] == (1e6, 32.8)
     # Runs past 5M draw the whole curve; runs shorter than its first point draw that point.
     assert bench.dqn_points("breakout", 6e6) == bench.DQN_CURVE["breakout"]
     assert bench.dqn_points("breakout", 0) == [(1e5, 4.3)]

@@ -382,17 +382,29 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
         "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
         "1000,5000,10,60.0,1.0,3.0,0.5\n2000,10000,20,120.0,2.0,4.0,0.5\n"
     )
+    plot = load_script("plot_learning_curve")
 
-    def plot(out: Path, game: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, str(ROOT / "scripts" / "plot_learning_curve.py"), str(run), "--out", str(out)]
-        return subprocess.run([*command, "--dqn", game], capture_output=True, text=True, check=False, timeout=300)
+    def lines(fig, panel: int) -> list[tuple[list, list]]:
+        return [(list(line.get_xdata()), list(line.get_ydata())) for line in fig.axes[panel].get_lines()]
 
-    result = plot(tmp_path / "curve.png", "space_invaders")
-    assert result.returncode == 0 and (tmp_path / "curve.png").stat().st_size > 0, result.stderr[-2000:]
-    # A game without DQN's curve: argparse's one line and status 2, and no plot written.
-    result = plot(tmp_path / "bad.png", "pong")
-    assert result.returncode == 2 and "--dqn" in result.stderr
-    assert not (tmp_path / "bad.png").exists()
+    # The run (its two evaluations) on the steps panel, then DQN's Space Invaders curve to its first
+    # point, 0.1M (the run reaches 10,000 steps), and no line at 200.
+    steps_panel = lines(plot.draw([run], ["run"], "space_invaders"), 1)
+    assert steps_panel == [([5000.0, 10000.0], [3.0, 4.0]), ([1e5], [16.1])]
+    # Without --dqn: CartPole's line at 200 on both panels (axhline: y 200 at both ends), no DQN.
+    for panel in (0, 1):
+        cartpole = lines(plot.draw([run], ["run"]), panel)
+        assert len(cartpole) == 2 and list(cartpole[1][1]) == [200, 200]
+    # From the command line: a PNG; a game without DQN's curve: argparse's line, status 2, no plot.
+    command = [sys.executable, str(ROOT / "scripts" / "plot_learning_curve.py"), str(run)]
+    for game, status in (("space_invaders", 0), ("pong", 2)):
+        out = tmp_path / f"{game}.png"
+        result = subprocess.run(
+            [*command, "--out", str(out), "--dqn", game], capture_output=True, text=True, check=False, timeout=300
+        )
+        assert result.returncode == status, result.stderr[-2000:]
+        assert out.exists() == (status == 0)
+    assert "--dqn" in result.stderr
 
 
 def test_soak_checks_what_a_fault_may_cost():
