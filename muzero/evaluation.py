@@ -102,10 +102,11 @@ class Evaluator:
             return False
         self.join()
         self.held = pickle.loads(pickle.dumps((self.rng, self.environments)))
+        env_steps = counters["env_steps"]  # the network's: self-play goes on while it plays
 
         def run() -> None:
             try:
-                self.evaluate(step, network, counters, games, wall)
+                self.evaluate(step, network, counters, games, wall, env_steps)
             except BaseException as error:  # noqa: BLE001 (raised on the loop's thread by `join`)
                 self.error = error
             finally:
@@ -142,8 +143,15 @@ class Evaluator:
             writer.writerows(rows)
             write_atomically(path, text.getvalue())
 
-    def evaluate(self, step: int, network: Network, counters: dict, games: int, wall: float) -> np.ndarray:
-        """Plays `run.eval_episodes` greedy games with `network`; logs and returns their returns."""
+    def evaluate(
+        self, step: int, network: Network, counters: dict, games: int, wall: float, env_steps: int | None = None
+    ) -> np.ndarray:
+        """Plays `run.eval_episodes` greedy games with `network`; logs and returns their returns.
+
+        `env_steps`: the self-play moves when `network` was taken (default: `counters`' now); the
+        logs pair the returns with these, not with the moves played while the evaluation ran.
+        """
+        env_steps = counters["env_steps"] if env_steps is None else env_steps
         started = time.time()
         played = self._play(step, network)
         returns = np.array([game.episode_return() for game in played])
@@ -160,12 +168,12 @@ class Evaluator:
             },
         )
         # The same against environment steps (self-play moves so far), to compare runs by samples.
-        self.summaries.scalars(counters["env_steps"], {"eval/mean_return_by_env_step": returns.mean()})
+        self.summaries.scalars(env_steps, {"eval/mean_return_by_env_step": returns.mean()})
         with open(self.path, "a", newline="") as f:
             csv.writer(f).writerow(
                 [
                     step,
-                    counters["env_steps"],
+                    env_steps,
                     games,
                     f"{wall:.1f}",
                     f"{counters['eval_seconds']:.1f}",
@@ -183,7 +191,7 @@ class Evaluator:
         )
         self.last, self.last_step = returns, step
         for opponent in self.run.eval_opponents:
-            self.evaluate_against(opponent, step, network, counters, wall)
+            self.evaluate_against(opponent, step, network, counters, wall, env_steps)
         return returns
 
     def _play(self, step: int, network: Network) -> list[Game]:
@@ -201,7 +209,9 @@ class Evaluator:
             self.videos.save(step)
         return played
 
-    def evaluate_against(self, opponent: str, step: int, network: Network, counters: dict, wall: float) -> None:
+    def evaluate_against(
+        self, opponent: str, step: int, network: Network, counters: dict, wall: float, env_steps: int
+    ) -> None:
         """`run.eval_games` games against `opponent` (muzero/arena.py), half as first player."""
         from muzero.arena import play_match
 
@@ -222,7 +232,7 @@ class Evaluator:
             if new:
                 writer.writerow(OPPONENT_COLUMNS)
             for row in result.rows(opponent):
-                writer.writerow([step, counters["env_steps"], f"{wall:.1f}", *row])
+                writer.writerow([step, env_steps, f"{wall:.1f}", *row])
         logging.info(
             "eval at step %d against %s: %d wins, %d draws, %d losses in %d games (score %.2f)",
             step,
