@@ -4,7 +4,7 @@
         [--labels NAME OTHER ...] [--dqn GAME]
 
 `--dqn GAME` (a MinAtar game) draws DQN's curve of the MinAtar paper on the environment-steps
-panel, to its first point past the longest run, in place of CartPole's line at 200.
+panel, to its first point past the longest run (within 1%), in place of CartPole's line at 200.
 
 Needs the `plot` extra (matplotlib), which `make train` / `make test` install.
 """
