@@ -91,6 +91,21 @@ def dqn_points(game: str, reach: float) -> list[tuple[float, float]]:
     return points[: (beyond[0] if beyond else len(points) - 1) + 1]
 
 
+def plot_dqn_curve(axis, game: str, reach: float) -> None:
+    """DQN's curve of `game` (`dqn_points`, dashed grey) on a matplotlib axis of environment steps."""
+    points = dqn_points(game, reach)
+    axis.plot(
+        [steps for steps, _ in points],
+        [value for _, value in points],
+        color="grey",
+        linestyle="--",
+        marker="s",
+        markersize=3,
+        linewidth=1,
+        label="DQN (Young & Tian 2019, training returns)",
+    )
+
+
 def train(game: str, seed: int, run_dir: Path, args: argparse.Namespace) -> None:
     """One run of `muzero train`, stopped with SIGTERM after `args.minutes` of training."""
     settings = [f"run.eval_episodes={args.episodes}", f"run.eval_interval={args.eval_interval}", *args.set]
@@ -252,17 +267,7 @@ def plot(rows: list[dict], games: list[str], path: Path, title: str, floors: dic
                 )
         if game in DQN_CURVE:
             # On environment steps, DQN's curve to its first point past the longest run; on minutes, its 5M result.
-            points = dqn_points(game, max([row["env_steps"] for row in rows if row["game"] == game], default=0))
-            by_steps.plot(
-                [p[0] for p in points],
-                [p[1] for p in points],
-                color="grey",
-                linestyle="--",
-                marker="s",
-                markersize=3,
-                linewidth=1,
-                label="DQN (Young & Tian 2019, training returns)",
-            )
+            plot_dqn_curve(by_steps, game, max([row["env_steps"] for row in rows if row["game"] == game], default=0))
             by_time.axhline(
                 DQN_5M[game], color="grey", linestyle="--", linewidth=1, label="DQN after 5M frames (Young & Tian 2019)"
             )

@@ -15,7 +15,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, dqn_points
+from bench_minatar import DQN_CURVE, plot_dqn_curve
 from benchlib import save_figure
 
 
@@ -47,16 +47,7 @@ def draw(runs: list[Path], labels: list[str], dqn: str | None = None):
             axis.plot(x, data["mean_return"], marker="o", markersize=3, label=label)
             axis.fill_between(x, low, high, alpha=0.2)
     if dqn:
-        points = dqn_points(dqn, reach)
-        by_steps.plot(
-            [steps for steps, _ in points],
-            [value for _, value in points],
-            color="grey",
-            linestyle="--",
-            marker="s",
-            markersize=3,
-            label="DQN (Young & Tian 2019, training returns)",
-        )
+        plot_dqn_curve(by_steps, dqn, reach)
     for axis in (by_time, by_steps):
         if not dqn:
             axis.axhline(200, color="grey", linestyle="--", linewidth=1)

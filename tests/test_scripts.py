@@ -392,9 +392,10 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
     steps_panel = lines(plot.draw([run], ["run"], "space_invaders"), 1)
     assert steps_panel == [([5000.0, 10000.0], [3.0, 4.0]), ([1e5], [16.1])]
     # Without --dqn: CartPole's line at 200 on both panels (axhline: y 200 at both ends), no DQN.
+    cartpole = plot.draw([run], ["run"])
     for panel in (0, 1):
-        cartpole = lines(plot.draw([run], ["run"]), panel)
-        assert len(cartpole) == 2 and list(cartpole[1][1]) == [200, 200]
+        drawn = lines(cartpole, panel)
+        assert len(drawn) == 2 and list(drawn[1][1]) == [200, 200]
     # From the command line: a PNG; a game without DQN's curve: argparse's line, status 2, no plot.
     command = [sys.executable, str(ROOT / "scripts" / "plot_learning_curve.py"), str(run)]
     for game, status in (("space_invaders", 0), ("pong", 2)):
