@@ -1,10 +1,12 @@
 """Plots greedy evaluation returns of one or more runs (their eval.csv) into a PNG.
 
     python scripts/plot_learning_curve.py runs/NAME [runs/OTHER ...] --out docs/cartpole_learning_curve.png \
-        [--labels NAME OTHER ...] [--dqn GAME]
+        [--labels NAME OTHER ...] [--dqn GAME] [--table]
 
 `--dqn GAME` (a MinAtar game) draws DQN's curve of the MinAtar paper on the environment-steps
 panel, to its first point past the longest run (within 1%), in place of CartPole's line at 200.
+`--table` also prints every evaluation as a Markdown row, with DQN's return at its environment
+steps (linear between the paper's points) when `--dqn` names a game.
 
 Needs the `plot` extra (matplotlib), which `make train` / `make test` install.
 """
@@ -15,7 +17,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from bench_minatar import DQN_CURVE, plot_dqn_curve
+from bench_minatar import DQN_CURVE, dqn_at, plot_dqn_curve
 from benchlib import save_figure
 
 
@@ -59,6 +61,25 @@ def draw(runs: list[Path], labels: list[str], dqn: str | None = None):
     return fig
 
 
+def table(runs: list[Path], labels: list[str], dqn: str | None = None) -> str:
+    """Every evaluation of the runs as a Markdown table: its run, training step, environment
+    steps, greedy return (mean and standard deviation over its episodes) and DQN's return at
+    those steps (`dqn_at`; "-" without `dqn` or off DQN's curve)."""
+    lines = [
+        "| run | training step | environment steps | greedy return | std | DQN |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for run, label in zip(runs, labels):
+        data = read_eval(run)
+        for i, steps in enumerate(data.get("env_steps", [])):
+            reference = dqn_at(dqn, steps) if dqn else None
+            lines.append(
+                f"| {label} | {data['training_step'][i]:.0f} | {steps:,.0f} | {data['mean_return'][i]:.2f} "
+                f"| {data['std_return'][i]:.2f} | {'-' if reference is None else f'{reference:.2f}'} |"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
@@ -68,10 +89,17 @@ def main() -> None:
     parser.add_argument(
         "--dqn", choices=sorted(DQN_CURVE), help="draw this MinAtar game's DQN curve, not the line at 200"
     )
+    parser.add_argument("--table", action="store_true", help="also print every evaluation as a Markdown table")
     args = parser.parse_args()
     if args.labels and len(args.labels) != len(args.runs):
         parser.error(f"--labels: {len(args.labels)} given for {len(args.runs)} runs")
-    save_figure(draw(args.runs, args.labels or [run.name for run in args.runs], args.dqn), args.out, args.title)
+    for run in args.runs:
+        if not (run / "eval.csv").is_file():
+            parser.error(f"{run}: no eval.csv (not a run's folder, or no evaluation yet)")
+    labels = args.labels or [run.name for run in args.runs]
+    save_figure(draw(args.runs, labels, args.dqn), args.out, args.title)
+    if args.table:
+        print(table(args.runs, labels, args.dqn))
 
 
 if __name__ == "__main__":

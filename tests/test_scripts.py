@@ -406,6 +406,30 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
         assert result.returncode == status, result.stderr[-2000:]
         assert out.exists() == (status == 0)
     assert "--dqn" in result.stderr
+    # A folder without eval.csv: one line naming it, status 2, no plot.
+    missing = tmp_path / "missing"
+    result = subprocess.run(
+        [*command[:2], str(missing), "--out", str(tmp_path / "m.png")], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 2 and f"{missing}: no eval.csv" in result.stderr
+    assert not (tmp_path / "m.png").exists()
+
+
+def test_plot_learning_curve_tables_each_evaluation_beside_dqn(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "eval.csv").write_text(
+        "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
+        "5000,50000,300,60.0,1.0,3.0,0.5\n17500,175000,900,120.0,2.0,12.346,2.0\n"
+    )
+    rows = load_script("plot_learning_curve").table([run], ["seed 0"], "space_invaders").splitlines()
+    # A header and its rule, then one row per evaluation. DQN's Space Invaders curve starts at
+    # 0.1M, so 50k has none; 175k is halfway between (0.1M, 16.1) and (0.25M, 21.7): 18.9.
+    assert rows[2] == "| seed 0 | 5000 | 50,000 | 3.00 | 0.50 | - |"
+    assert rows[3] == "| seed 0 | 17500 | 175,000 | 12.35 | 2.00 | 18.90 |"
+    assert len(rows) == 4
+    # Without a game: no DQN column's values.
+    assert load_script("plot_learning_curve").table([run], ["seed 0"]).splitlines()[3].endswith("| 2.00 | - |")
 
 
 def test_soak_checks_what_a_fault_may_cost():
