@@ -409,7 +409,11 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
     # A folder without eval.csv: one line naming it, status 2, no plot.
     missing = tmp_path / "missing"
     result = subprocess.run(
-        [*command[:2], str(missing), "--out", str(tmp_path / "m.png")], capture_output=True, text=True, timeout=300
+        [*command[:2], str(missing), "--out", str(tmp_path / "m.png")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
     assert result.returncode == 2 and f"{missing}: no eval.csv" in result.stderr
     assert not (tmp_path / "m.png").exists()
