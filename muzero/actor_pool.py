@@ -217,20 +217,21 @@ class ActorPool:
 
         results: list = []
         while True:
-            self._kill_hung()
             calls = {call.ref: call for actor in self.actors for call in actor.calls}
             if not calls:
                 return results
-            # The first finished call (or a time slice), then whatever else has finished too.
-            ready = []
-            if block:
-                ready, _ = ray.wait(list(calls), num_returns=1, timeout=self._wait_seconds())
-            if ready or not block:
-                ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
+            # Finished calls first, hung ones after: a driver that looked away for longer than
+            # the timeout (a learner catching up on a long warm-up) finds its calls done, not hung.
+            ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
             for ref in ready:
                 results.extend(self._finish(calls[ref]))
+            self._kill_hung()
             if results or should_stop() or not block:
                 return results
+            # Until the first call finishes (or a time slice ends); the loop then takes it.
+            pending = [call.ref for actor in self.actors for call in actor.calls]
+            if pending:
+                ray.wait(pending, num_returns=1, timeout=self._wait_seconds())
 
     def _finish(self, call: Call) -> list:
         import ray

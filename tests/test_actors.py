@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -391,6 +392,47 @@ def test_slow_learner_keeps_inflight_work_bounded(tmp_path, ray_address):
     assert len(caught_up) > 20
     moves_ahead = max(moves - 2 * step for moves, step in caught_up)
     assert moves_ahead <= 2 + 40, moves_ahead
+
+
+@pytest.mark.slow
+def test_calls_finished_while_the_learner_caught_up_are_results_not_hangs(tmp_path, ray_address, monkeypatch):
+    import ray
+
+    from muzero import actor_pool
+    from muzero.builder import build_trainer
+
+    # The driver collects only when the learner has caught up. On Freeway every first game
+    # ends after 2,500 moves, 80,000 moves in all, and the learner then trained 8,000 steps
+    # (400 s) before it collected: longer than actors.call_timeout_seconds (300). The actors'
+    # calls had long finished, yet both actors were killed as hung and their games lost.
+    # Here the driver's clock jumps past the timeout while every call out is finished: the
+    # calls are collected as results and no actor is restarted.
+    config = _ray_config(training_steps=60, num_actors=2, moves_per_call=5, call_timeout_seconds=30)
+    offset = [0.0]
+    monkeypatch.setattr(actor_pool, "time", SimpleNamespace(time=lambda: time.time() + offset[0]))
+    seen: dict = {}
+
+    def look_away_at_step_20(batch):
+        trainer = seen["trainer"]
+        if trainer.learner.training_step == 20 and not offset[0]:
+            refs = [call.ref for actor in trainer.source.actors.actors for call in actor.calls]
+            finished, _ = ray.wait(refs, num_returns=len(refs), timeout=60)
+            assert refs and len(finished) == len(refs)
+            # Calls answered so far, and the finished calls out, for each actor.
+            seen["before"] = [(actor.results, len(actor.calls)) for actor in trainer.source.actors.actors]
+            offset[0] = 31.0  # the timeout and a second
+        return batch
+
+    trainer = build_trainer(
+        config, tmp_path / "run", SPEC, batch_hook=look_away_at_step_20, backend="ray", ray_address=ray_address
+    )
+    seen["trainer"] = trainer
+    result = trainer.run()
+    assert offset[0] == 31.0 and result["training_step"] == 60
+    assert result["actor_restarts"] == 0
+    # Each finished call out at the jump was answered: no result dropped with a killed actor.
+    answered = [actor.results for actor in trainer.source.actors.actors]
+    assert all(after >= results + out for (results, out), after in zip(seen["before"], answered)), (seen, answered)
 
 
 @pytest.mark.slow
