@@ -436,6 +436,42 @@ def test_plot_learning_curve_tables_each_evaluation_beside_dqn(tmp_path):
     assert load_script("plot_learning_curve").table([run], ["seed 0"]).splitlines()[3].endswith("| 2.00 | - |")
 
 
+def test_probe_actions_rows_by_hand():
+    from types import SimpleNamespace as Game
+
+    probe = load_script("probe_actions")
+    games = [
+        Game(history=[0, 1, 1], rewards=[0, 1, 0], child_visits=[[0.5, 0.5], [0.25, 0.75], [0, 1]]),
+        Game(history=[1], rewards=[2], child_visits=[[1, 0]]),
+        Game(history=[0, 0], rewards=[0, 0], child_visits=[[1, 0], [1, 0]]),
+    ]
+    first, second = probe.action_rows(games, 2, slices=2)
+    # Slices of 3 games: games 0-1, then game 2. The first: 4 moves, actions 0, 1, 1, 1 (a quarter
+    # and three quarters), returns 1 and 2 (mean 1.5), visits to action 0 (0.5 + 0.25 + 0 + 1) / 4.
+    assert first["games"] == (0, 1) and first["moves"] == 4 and first["return"] == pytest.approx(1.5)
+    np.testing.assert_allclose(first["played"], [0.25, 0.75])
+    np.testing.assert_allclose(first["visits"], [0.4375, 0.5625])
+    assert second["games"] == (2, 2) and second["moves"] == 2 and second["return"] == 0.0
+    np.testing.assert_allclose(second["played"], [1.0, 0.0])
+    # More slices than games: one per game.
+    assert len(probe.action_rows(games, 2, slices=5)) == 3
+
+
+def test_probe_actions_reads_a_run(tiny_run, tmp_path, capsys):
+    probe = load_script("probe_actions")
+    probe.main(["--run", str(tiny_run), "--slices", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tiny_run} at training step 30:")
+    # CartPole's 2 actions: a header, its rule and 2 rows whose shares of moves sum to 1.
+    assert lines[1] == "| games | moves | mean return | played 0 | played 1 | visits 0 | visits 1 |"
+    rows = [line.split(" | ") for line in lines[3:]]
+    assert len(rows) == 2 and all(float(r[3]) + float(r[4]) == pytest.approx(1.0, abs=2e-3) for r in rows)
+    # A folder without a checkpoint: argparse's one line and status 2.
+    with pytest.raises(SystemExit) as exit_info:
+        probe.main(["--run", str(tmp_path)])
+    assert exit_info.value.code == 2 and f"{tmp_path}: no complete checkpoint" in capsys.readouterr().err
+
+
 def test_soak_checks_what_a_fault_may_cost():
     soak = load_script("soak")
     # Keeping 3, before the fault 30, 20, 10 complete. After it 50, 40, 30, 20: 10 went with

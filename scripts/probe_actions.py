@@ -1,0 +1,86 @@
+"""What self-play did, slice by slice of a run's replay: the moves it chose and the searches behind them.
+
+    python scripts/probe_actions.py --run runs/freeway_500k [--slices 5]
+
+Reads the replay buffer saved with the run's newest complete checkpoint (no network) and cuts
+its games, oldest first, into `--slices` runs of consecutive games. For each slice: its games
+and moves, the mean return of its games, the share of each action among the moves played,
+and each action's mean share of the root's visits (`child_visits`: the policy targets the
+network learns from). Where the returns stand still, it says whether self-play explored:
+moves spread over the actions as a random policy's would, or drawn to a few of them.
+docs/sample_efficiency.md quotes it for Freeway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def action_rows(games: list, action_space_size: int, slices: int) -> list[dict]:
+    """One row per slice of `games` (consecutive, as `np.array_split` cuts them): "games",
+    "moves", "return" (mean over its games), "played" (each action's share of the moves) and
+    "visits" (each action's mean share of the root's visits over the moves)."""
+    rows = []
+    for part in np.array_split(np.arange(len(games)), min(slices, len(games))):
+        chosen = [games[i] for i in part]
+        actions = np.concatenate([np.asarray(game.history, dtype=np.int64) for game in chosen])
+        visits = np.concatenate([np.asarray(game.child_visits, dtype=np.float64) for game in chosen])
+        rows.append(
+            {
+                "games": (int(part[0]), int(part[-1])),
+                "moves": len(actions),
+                "return": float(np.mean([sum(game.rewards) for game in chosen])),
+                "played": np.bincount(actions, minlength=action_space_size) / len(actions),
+                "visits": visits.mean(axis=0),
+            }
+        )
+    return rows
+
+
+def read_games(run_dir: Path) -> tuple[int, list, int]:
+    """(training step of the newest complete checkpoint, its replay's games, the action space's size)."""
+    from muzero.config_loader import load_config
+    from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, complete_steps
+
+    steps = complete_steps(run_dir / CHECKPOINT_DIR)
+    if not steps:
+        raise ValueError(f"{run_dir}: no complete checkpoint")
+    with open(run_dir / CHECKPOINT_DIR / f"state-{steps[0]}.pkl", "rb") as f:
+        games = pickle.load(f)["replay"]["games"]
+    if not games:
+        raise ValueError(f"{run_dir}: the checkpoint's replay holds no game")
+    return steps[0], games, load_config(run_dir / CONFIG_FILE).game.action_space_size
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, required=True, help="a run folder with a complete checkpoint")
+    parser.add_argument("--slices", type=int, default=5, help="runs of consecutive games, oldest first")
+    args = parser.parse_args(argv)
+    if args.slices < 1:
+        parser.error(f"--slices: expected at least 1, got {args.slices}")
+    sys.path.insert(0, str(ROOT))
+    try:
+        step, games, actions = read_games(args.run)
+    except ValueError as error:
+        parser.error(str(error))
+    print(f"{args.run} at training step {step}: {len(games)} games in replay, oldest first")
+    names = (
+        " | ".join(f"played {a}" for a in range(actions)) + " | " + " | ".join(f"visits {a}" for a in range(actions))
+    )
+    print(f"| games | moves | mean return | {names} |")
+    print("| --- " * (3 + 2 * actions) + "|")
+    for row in action_rows(games, actions, args.slices):
+        shares = " | ".join(f"{x:.3f}" for x in (*row["played"], *row["visits"]))
+        print(f"| {row['games'][0]}-{row['games'][1]} | {row['moves']:,} | {row['return']:.2f} | {shares} |")
+
+
+if __name__ == "__main__":
+    main()
