@@ -222,7 +222,9 @@ class ActorPool:
                 return results
             # Finished calls first, hung ones after: a driver that looked away for longer than
             # the timeout (a learner catching up on a long warm-up) finds its calls done, not hung.
-            ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0)
+            # Finished anywhere counts (fetch_local=False): a result still on another node is
+            # fetched by `_finish`, within the timeout.
+            ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=0, fetch_local=False)
             for ref in ready:
                 results.extend(self._finish(calls[ref]))
             self._kill_hung()
@@ -242,8 +244,8 @@ class ActorPool:
         if self._current_calls(actor):
             actor.clock = now  # the next call of this actor starts now, at the latest
         try:
-            # Ready means in the local object store: this returns at once, unless the object
-            # was lost since, in which case Ray may try to rebuild it: bounded too.
+            # Ready means finished: this returns at once for a result in the local object store;
+            # one on another node, or lost since (Ray may try to rebuild it), within the timeout.
             result = ray.get(call.ref, timeout=self.actors_config.call_timeout_seconds)
         except ray.exceptions.GetTimeoutError:
             logging.warning(

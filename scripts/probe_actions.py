@@ -5,10 +5,10 @@
 Reads the replay buffer saved with the run's newest complete checkpoint (no network) and cuts
 its games, oldest first, into `--slices` runs of consecutive games. For each slice: its games
 and moves, the mean return of its games, the share of each action among the moves played,
-and each action's mean share of the root's visits (`child_visits`: the policy targets the
-network learns from). Where the returns stand still, it says whether self-play explored:
-moves spread over the actions as a random policy's would, or drawn to a few of them.
-docs/sample_efficiency.md quotes it for Freeway.
+and each action's mean share of the root's policy targets (`child_visits`: the visit shares
+of pUCT, Gumbel's improved policy). Where the returns stand still, the shares show whether
+self-play explored: moves spread over the actions as a random policy's would, or drawn to a
+few of them. docs/sample_efficiency.md quotes it for Freeway.
 """
 
 from __future__ import annotations
@@ -24,9 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def action_rows(games: list, action_space_size: int, slices: int) -> list[dict]:
-    """One row per slice of `games` (consecutive, as `np.array_split` cuts them): "games",
-    "moves", "return" (mean over its games), "played" (each action's share of the moves) and
-    "visits" (each action's mean share of the root's visits over the moves)."""
+    """One row per slice of `games`, consecutive runs of them as `np.array_split` cuts them.
+
+    Args:
+      games: stored games (`muzero.game.Game`: `history`, `rewards`, `child_visits`), oldest first.
+      action_space_size: the game's actions.
+      slices: how many runs of games (one per game when there are fewer games).
+
+    Returns:
+      Per slice: "games" (its first and last index), "moves", "return" (mean over its games),
+      "played" [action_space_size] (each action's share of the moves) and "visits"
+      [action_space_size] (each action's mean share of the root's policy targets).
+    """
     rows = []
     for part in np.array_split(np.arange(len(games)), min(slices, len(games))):
         chosen = [games[i] for i in part]
@@ -45,21 +54,35 @@ def action_rows(games: list, action_space_size: int, slices: int) -> list[dict]:
 
 
 def read_games(run_dir: Path) -> tuple[int, list, int]:
-    """(training step of the newest complete checkpoint, its replay's games, the action space's size)."""
+    """(training step of the newest complete checkpoint, its replay's games, the game's actions).
+
+    Raises:
+      ValueError: no complete checkpoint, an unreadable state file, split games
+        (`selfplay.segment_length`: their returns are not the games'), or no game in replay.
+    """
+    from muzero.checkpoints import load_pickle
     from muzero.config_loader import load_config
     from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, complete_steps
 
     steps = complete_steps(run_dir / CHECKPOINT_DIR)
     if not steps:
         raise ValueError(f"{run_dir}: no complete checkpoint")
-    with open(run_dir / CHECKPOINT_DIR / f"state-{steps[0]}.pkl", "rb") as f:
-        games = pickle.load(f)["replay"]["games"]
+    config = load_config(run_dir / CONFIG_FILE)
+    if config.selfplay.segment_length:
+        raise ValueError(f"{run_dir}: selfplay.segment_length is set; this probe reads whole games")
+    path = run_dir / CHECKPOINT_DIR / f"state-{steps[0]}.pkl"
+    try:
+        with open(path, "rb") as f:
+            games = load_pickle(f)["replay"]["games"]
+    except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a readable checkpoint state ({error})") from error
     if not games:
         raise ValueError(f"{run_dir}: the checkpoint's replay holds no game")
-    return steps[0], games, load_config(run_dir / CONFIG_FILE).game.action_space_size
+    return steps[0], games, config.game.action_space_size
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Prints the table of `action_rows` for `--run`; bad input: one line and status 2."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="a run folder with a complete checkpoint")
     parser.add_argument("--slices", type=int, default=5, help="runs of consecutive games, oldest first")

@@ -401,10 +401,24 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
     for game, status in (("space_invaders", 0), ("pong", 2)):
         out = tmp_path / f"{game}.png"
         result = subprocess.run(
-            [*command, "--out", str(out), "--dqn", game], capture_output=True, text=True, check=False, timeout=300
+            [*command, "--out", str(out), "--dqn", game, "--table"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
         )
         assert result.returncode == status, result.stderr[-2000:]
         assert out.exists() == (status == 0)
+        # --table: the header, its rule and one row per evaluation (DQN's curve starts at 0.1M: "-").
+        expected = [
+            "| run | training step | environment steps | greedy return | std | DQN |",
+            "| --- | --- | --- | --- | --- | --- |",
+            "| run | 1000 | 5,000 | 3.00 | 0.50 | - |",
+            "| run | 2000 | 10,000 | 4.00 | 0.50 | - |",
+        ]
+        assert [line for line in result.stdout.splitlines() if line.startswith("|")] == (
+            expected if status == 0 else []
+        )
     assert "--dqn" in result.stderr
     # A folder without eval.csv: one line naming it, status 2, no plot.
     missing = tmp_path / "missing"
@@ -446,7 +460,7 @@ def test_probe_actions_rows_by_hand():
         Game(history=[0, 0], rewards=[0, 0], child_visits=[[1, 0], [1, 0]]),
     ]
     first, second = probe.action_rows(games, 2, slices=2)
-    # Slices of 3 games: games 0-1, then game 2. The first: 4 moves, actions 0, 1, 1, 1 (a quarter
+    # 3 games in 2 slices: games 0-1, then game 2. The first: 4 moves, actions 0, 1, 1, 1 (a quarter
     # and three quarters), returns 1 and 2 (mean 1.5), visits to action 0 (0.5 + 0.25 + 0 + 1) / 4.
     assert first["games"] == (0, 1) and first["moves"] == 4 and first["return"] == pytest.approx(1.5)
     np.testing.assert_allclose(first["played"], [0.25, 0.75])
