@@ -143,14 +143,7 @@ class Trainer:
                 if self._done():
                     break
                 self.self_play()
-                self.progress.maybe_print(
-                    self.learner.training_step,
-                    self.replay_buffer.episodes_saved,
-                    counters["env_steps"],
-                    self.last_metrics,
-                    self.telemetry.batch_fraction,
-                    self.source.progress(),
-                )
+                self._print_progress()
             # Final checkpoint; a second Ctrl-C while it is written is ignored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.evaluator.join()
@@ -167,6 +160,17 @@ class Trainer:
             self.telemetry.close()
             self.parts.close()
         return self._result()
+
+    def _print_progress(self) -> None:
+        """A progress line, at most every `run.log_every_seconds`."""
+        self.progress.maybe_print(
+            self.learner.training_step,
+            self.replay_buffer.episodes_saved,
+            self.state.counters["env_steps"],
+            self.last_metrics,
+            self.telemetry.batch_fraction,
+            self.source.progress(),
+        )
 
     def _done(self) -> bool:
         return self.learner.training_step >= self.train_settings.training_steps or self.stop_signal is not None
@@ -221,6 +225,8 @@ class Trainer:
                 self.publish_and_checkpoint()
             if self.settings.run.eval_interval and step % self.settings.run.eval_interval == 0:
                 self._evaluate(background=self.source.concurrent)
+            # Within a burst too: catching up on a long warm-up (Freeway: 8,000 steps) takes minutes.
+            self._print_progress()
         self.telemetry.learner_burst(
             self.learner.training_step, time.time() - started, self.learner.training_step - steps_before
         )

@@ -1,4 +1,4 @@
-"""Tests for muzero/runner.py's replay ratio: what `train.steps_per_move` counts."""
+"""Tests for muzero/runner.py: the replay ratio (what `train.steps_per_move` counts) and progress lines."""
 
 from __future__ import annotations
 
@@ -47,3 +47,36 @@ def test_count_stored_moves_waits_for_the_games_in_progress(tmp_path):
     # fall behind the moves played while games are in progress.
     assert all(step < int(0.5 * stored) for step, _, stored in seen)
     assert any(stored < played for _, played, stored in seen)
+
+
+def test_progress_lines_during_a_long_burst_of_training(tmp_path, caplog):
+    import logging
+    import re
+    import time
+
+    # 8 games must end before training starts (replay.min_games 8), and by then far more than
+    # 80 moves were played: at 0.5 steps per move all 40 steps come in one burst, with no
+    # self-play between them. A progress line is due every 0.1 s and each step takes 20 ms or
+    # more, so lines must come from inside the burst, not only from between self-play calls.
+    settings = ["selfplay.batched=true", "selfplay.num_envs=8", "train.training_steps=40", "replay.min_games=8"]
+    config = load_config(TINY, [*settings, "run.log_every_seconds=0.1"])
+    taken: list[tuple[int, int]] = []
+
+    def slow_step(batch):
+        taken.append((trainer.learner.training_step, trainer.state.counters["env_steps"]))
+        time.sleep(0.02)
+        return batch
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    trainer = build_trainer(config, run_dir, SPEC, batch_hook=slow_step)
+    with caplog.at_level(logging.INFO):
+        trainer.run()
+    # The burst: steps taken with no move played between them (the same moves count).
+    burst = [step for step, moves in taken if moves == taken[0][1]]
+    assert burst == list(range(40)), taken[:3]
+    # Lines printed after a step of the burst and before its last: steps 1..39. The run ends
+    # with the burst, so the lines printed only between self-play calls were all at step 0.
+    printed = [int(m.group(1)) for r in caplog.records if (m := re.match(r"step (\d+)/40 ", r.getMessage()))]
+    inside = [step for step in printed if 1 <= step <= 39]
+    assert len(inside) >= 3, printed
