@@ -70,7 +70,7 @@ def test_progress_lines_during_a_long_burst_of_training(tmp_path, caplog):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     trainer = build_trainer(config, run_dir, SPEC, batch_hook=slow_step)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):  # absl's own logger: other tests may leave it at WARNING
         trainer.run()
     # The burst: steps taken with no move played between them (the same moves count).
     burst = [step for step, moves in taken if moves == taken[0][1]]
