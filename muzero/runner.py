@@ -225,7 +225,7 @@ class Trainer:
                 self.publish_and_checkpoint()
             if self.settings.run.eval_interval and step % self.settings.run.eval_interval == 0:
                 self._evaluate(background=self.source.concurrent)
-            # Within a burst too: catching up on a long warm-up (Freeway: 8,000 steps) takes minutes.
+            # Within a burst too: catching up on a long warm-up (Freeway's: 7,888 steps) takes minutes.
             self._print_progress()
         self.telemetry.learner_burst(
             self.learner.training_step, time.time() - started, self.learner.training_step - steps_before
