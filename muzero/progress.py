@@ -10,6 +10,7 @@ import logging as std_logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -114,8 +115,16 @@ class ProgressReporter:
         return max(self.training_steps - step, 0) / rate
 
     def maybe_print(
-        self, step: int, games: int, moves: int, metrics: dict, batch_fraction: float, extra: str = ""
+        self,
+        step: int,
+        games: int,
+        moves: int,
+        metrics: dict,
+        batch_fraction: float,
+        extra: Callable[[], str] | None = None,
     ) -> None:
+        """The progress line, when `every_seconds` passed since the last; `extra` gives the
+        self-play source's part of it, asked for only then (the loop calls this every step)."""
         now = time.time()
         interval = now - self.last_print
         if interval < self.every_seconds:
@@ -146,6 +155,6 @@ class ProgressReporter:
             (step - self.steps_at_print) / interval,
             batch,
             now - self.started,
-            extra,
+            extra() if extra is not None else "",
         )
         self.last_print, self.steps_at_print, self.moves_at_print = now, step, moves

@@ -169,7 +169,7 @@ class Trainer:
             self.state.counters["env_steps"],
             self.last_metrics,
             self.telemetry.batch_fraction,
-            self.source.progress(),
+            self.source.progress,
         )
 
     def _done(self) -> bool:

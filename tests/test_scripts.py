@@ -375,13 +375,18 @@ def test_plot_scalars_reads_a_runs_replay_bytes(tiny_run, tmp_path):
     assert result.returncode == 0 and out.stat().st_size > 0, result.stderr[-2000:]
 
 
-def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
+def _run_with_evaluations(tmp_path: Path, rows: str) -> Path:
+    """A run folder whose eval.csv holds `rows` (lines of the columns `Evaluator` writes)."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "eval.csv").write_text(
-        "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
-        "1000,5000,10,60.0,1.0,3.0,0.5\n2000,10000,20,120.0,2.0,4.0,0.5\n"
+        "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n" + rows
     )
+    return run
+
+
+def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
+    run = _run_with_evaluations(tmp_path, "1000,5000,10,60.0,1.0,3.0,0.5\n2000,10000,20,120.0,2.0,4.0,0.5\n")
     plot = load_script("plot_learning_curve")
 
     def lines(fig, panel: int) -> list[tuple[list, list]]:
@@ -434,12 +439,7 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
 
 
 def test_plot_learning_curve_tables_each_evaluation_beside_dqn(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "eval.csv").write_text(
-        "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
-        "5000,50000,300,60.0,1.0,3.0,0.5\n17500,175000,900,120.0,2.0,12.346,2.0\n"
-    )
+    run = _run_with_evaluations(tmp_path, "5000,50000,300,60.0,1.0,3.0,0.5\n17500,175000,900,120.0,2.0,12.346,2.0\n")
     rows = load_script("plot_learning_curve").table([run], ["seed 0"], "space_invaders").splitlines()
     # A header and its rule, then one row per evaluation. DQN's Space Invaders curve starts at
     # 0.1M, so 50k has none; 175k is halfway between (0.1M, 16.1) and (0.25M, 21.7): 18.9.
