@@ -237,13 +237,15 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
         "--set",
         "game.max_moves=5",
     ]
-    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=10", *settings)
+    result = muzero("train", "--config", TINY, "--logdir", str(run_dir), "--set", "train.training_steps=40", *settings)
     assert result.returncode == 0, result.stderr[-3000:]
-    # Games reached replay from every actor: both counts are above 0 (10 steps need 20 moves,
-    # 2 calls or more, the first two handed out one to each actor).
+    # Games reached replay from every actor: both counts are above 0. 40 steps at 0.5 steps per
+    # move need 80 moves, 8 calls of 10: one actor would have to stall through 8 calls of the
+    # other, and the learner's 40 steps between them, for a count to stay 0. (With 10 steps,
+    # 2 calls, one actor's first two answers sometimes ended the run before the other's first.)
     match = re.search(r"self-play actors: 0 restarts; games per actor: (\d+) (\d+)\n", result.stderr)
     assert match and int(match.group(1)) > 0 and int(match.group(2)) > 0, result.stderr[-3000:]
-    assert (run_dir / "checkpoints" / "ckpt-10.complete").is_file()
+    assert (run_dir / "checkpoints" / "ckpt-40.complete").is_file()
     assert _scalars(run_dir, "actors/live")[-1][1] == 2.0 and _scalars(run_dir, "actors/restarts")[-1][1] == 0.0
     # 2 actors x 2 calls each (actors.max_inflight_per_actor, default 2) at most.
     assert 0 < max(value for _, value in _scalars(run_dir, "actors/inflight")) <= 4
@@ -255,17 +257,18 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
         "--resume",
         str(run_dir),
         "--set",
-        "train.training_steps=20",
+        "train.training_steps=60",
         "--set",
         "selfplay.search=compiled",
         *settings,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert re.search(r"resumed from .*ckpt-10 at training step 10", result.stderr)
-    assert (run_dir / "checkpoints" / "ckpt-20.complete").is_file()
-    # The learner trains only as the actors play: 20 steps at steps_per_move 0.5 took 40 moves or more.
-    match = re.search(r"done: 20 training steps, \d+ games, (\d+) moves", result.stderr)
-    assert match and int(match.group(1)) >= 40, result.stderr[-3000:]
+    assert re.search(r"resumed from .*ckpt-40 at training step 40", result.stderr)
+    assert (run_dir / "checkpoints" / "ckpt-60.complete").is_file()
+    # The learner trains only as the actors play: 60 steps at steps_per_move 0.5 took 120 moves or
+    # more (the count of moves goes on from the checkpoint's).
+    match = re.search(r"done: 60 training steps, \d+ games, (\d+) moves", result.stderr)
+    assert match and int(match.group(1)) >= 120, result.stderr[-3000:]
 
     # And on in this process (--backend local): the checkpoint has no local games in
     # progress, so local self-play starts fresh games in fresh environments.
@@ -274,14 +277,14 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
         "--resume",
         str(run_dir),
         "--set",
-        "train.training_steps=25",
+        "train.training_steps=65",
         "--set",
         "selfplay.num_envs=2",
         "--set",
         "game.max_moves=5",
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (run_dir / "checkpoints" / "ckpt-25.complete").is_file()
+    assert (run_dir / "checkpoints" / "ckpt-65.complete").is_file()
 
 
 @pytest.mark.slow
