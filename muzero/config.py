@@ -109,6 +109,11 @@ class SearchConfig:
     # The smallest range Q-values are normalised over (EfficientZero's value_delta_max, 0.01): pUCT's `MinMaxStats`,
     # Gumbel's per-node rescale. 0: the pseudocode's (Gumbel: mctx's 1e-8), which stretches any range over [0, 1].
     min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
+    # pUCT: the root's own evaluation (the network's value) counts as its first visit, as in mctx, so the prior
+    # term of `ucb_score` is live from the first simulation. False: the pseudocode's root starts unvisited, so the
+    # first simulation's prior term is 0 for every child and its tie rule sends it to the largest action (an
+    # untrained network's search then leans to that action: docs/sample_efficiency.md, Freeway).
+    count_root_evaluation: bool = False
     # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
     # node's value is from the point of view of the player to move there; its parent sees it negated when the other
     # player moves there, and a reward (the mover's) enters the backup with the sign of the mover against the leaf's

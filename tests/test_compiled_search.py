@@ -123,6 +123,9 @@ SETTINGS = {
 # Larger than most trees' ranges, so that it changes the divisor (search.min_value_range): the reference's
 # visits then differ in 12 of the 100 searches below.
 SETTINGS["min_value_range"] = {**SETTINGS["normalized_q"], "min_value_range": 1.0}
+# The root's network value as its first visit (search.count_root_evaluation).
+SETTINGS["count_root_evaluation"] = {**SETTINGS["normalized_q"], "count_root": True}
+SETTINGS["two_players_count_root_evaluation"] = {**SETTINGS["two_players_rewards"], "count_root": True}
 
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
@@ -138,6 +141,7 @@ def test_compiled_equals_reference(name, jit_compile):
             ucb_value=s["ucb_value"],
             two_player_rule=s.get("rule", "negamax"),
             min_value_range=s.get("min_value_range", 0.0),
+            count_root_evaluation=s.get("count_root", False),
         ),
     )
     network = TableNetwork(rng, s["actions"], s["reward_scale"])
@@ -158,6 +162,13 @@ def test_compiled_equals_reference(name, jit_compile):
         jit_compile=jit_compile,
         num_players=s["players"],
     )
-    result = search(root_output.hidden_state, root_output.policy_logits, root_output.reward, legal, to_play)
+    result = search(
+        root_output.hidden_state,
+        root_output.policy_logits,
+        root_output.reward,
+        legal,
+        to_play,
+        root_value=root_output.value,
+    )
     np.testing.assert_array_equal(result.visit_counts, expected)
     assert len({tuple(v) for v in expected}) >= 4

@@ -486,6 +486,29 @@ def test_probe_actions_reads_a_run(tiny_run, tmp_path, capsys):
     assert exit_info.value.code == 2 and f"{tmp_path}: no complete checkpoint" in capsys.readouterr().err
 
 
+def test_probe_root_sends_the_pseudocode_roots_first_simulation_to_the_largest_action(capsys):
+    probe = load_script("probe_root")
+    tiny = str(Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml")
+    probe.main(["--config", tiny, "--networks", "2", "--moves", "3"])
+    lines = capsys.readouterr().out.splitlines()
+    # 2 networks x 3 moves (CartPole lasts 8 moves or more): 6 searches.
+    assert lines[0].endswith("6 searches of 4 simulations (count_root_evaluation: False)"), lines[0]
+    rows = [line.strip("| ").split(" | ") for line in lines[3:]]
+    # The pseudocode's root has visit count 0: pUCT's prior term is 0 for both children, their
+    # value terms 0, and the tie goes to the larger action, 1, in every search.
+    assert [row[:2] for row in rows] == [["0", "0.000"], ["1", "1.000"]]
+    # Each column's shares sum to 1 over CartPole's 2 actions.
+    assert all(float(rows[0][i]) + float(rows[1][i]) == pytest.approx(1.0, abs=1e-3) for i in (1, 2, 3))
+    # Bad input: argparse's one line and status 2.
+    for argv, message in (
+        (["--networks", "0"], "--networks: expected at least 1, got 0"),
+        (["--set", "search.algorithm=gumbel"], "search.algorithm: this probe runs the pUCT search"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            probe.main(["--config", tiny, *argv])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_soak_checks_what_a_fault_may_cost():
     soak = load_script("soak")
     # Keeping 3, before the fault 30, 20, 10 complete. After it 50, 40, 30, 20: 10 went with

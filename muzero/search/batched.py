@@ -117,13 +117,17 @@ def run_batched_mcts(
         prior = np.where(legal, prior * (1 - frac) + np.asarray(noise, np.float64) * frac, 0.0)
     tree.children_prior[:, 0] = prior
     tree.edge_exists[:, 0] = legal
+    if search.count_root_evaluation:  # the root's network value is its first visit, as in mctx
+        tree.visit_count[:, 0] = 1
+        tree.value_sum[:, 0] = np.asarray(root_output.value, np.float64)
 
     # pUCT's log and sqrt terms by parent visit count, computed with Python's math as
-    # the reference does, so both searches see identical floats.
+    # the reference does, so both searches see identical floats. (The root's count reaches
+    # num_simulations + 1 with search.count_root_evaluation.)
     log_term = np.array(
-        [math.log((n + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for n in range(num_simulations + 1)]
+        [math.log((n + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for n in range(num_simulations + 2)]
     )
-    sqrt_term = np.array([math.sqrt(n) for n in range(num_simulations + 1)])
+    sqrt_term = np.array([math.sqrt(n) for n in range(num_simulations + 2)])
     all_actions = np.ones(num_actions, bool)
 
     for _ in range(num_simulations):

@@ -180,12 +180,13 @@ class CompiledSearch:
         self.hidden_shape = tuple(hidden_shape)
         self.negamax = search.two_player_rule == "negamax" and num_players > 1
         n = search.num_simulations
-        # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference.
+        # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference
+        # (the root's count reaches n + 1 with search.count_root_evaluation).
         self.log_term = tf.constant(
-            [math.log((v + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for v in range(n + 1)],
+            [math.log((v + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for v in range(n + 2)],
             tf.float64,
         )
-        self.sqrt_term = tf.constant([math.sqrt(v) for v in range(n + 1)], tf.float64)
+        self.sqrt_term = tf.constant([math.sqrt(v) for v in range(n + 2)], tf.float64)
         a = self.num_actions
         self._search = tf.function(
             self._run,
@@ -278,9 +279,13 @@ class CompiledSearch:
         zeros = tf.zeros([batch, nodes], tf.float64)
         hidden = tf.zeros(tf.concat([[batch, nodes], self.hidden_shape], 0), tf.float32)
         bounds = self.search.known_bounds
+        # search.count_root_evaluation (pUCT): the root's network value is its first visit, as in mctx.
+        counted = float(self.search.count_root_evaluation and self.search.algorithm == "puct")
         return SearchTree(
-            visit_count=tf.zeros([batch, nodes], tf.int32),
-            value_sum=zeros,
+            visit_count=tf.tensor_scatter_nd_update(
+                tf.zeros([batch, nodes], tf.int32), root, tf.fill([batch], tf.cast(counted, tf.int32))
+            ),
+            value_sum=tf.tensor_scatter_nd_update(zeros, root, counted * tf.cast(root_value, tf.float64)),
             reward=tf.tensor_scatter_nd_update(zeros, root, tf.cast(root_reward, tf.float64)),
             to_play=tf.tensor_scatter_nd_update(tf.zeros([batch, nodes], tf.int32), root, root_to_play),
             expanded=tf.one_hot(tf.zeros([batch], tf.int32), nodes) > 0,

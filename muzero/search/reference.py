@@ -117,6 +117,9 @@ def run_mcts(
     """
     if min_max_stats is None:
         min_max_stats = MinMaxStats(config.search.known_bounds, config.search.min_value_range)
+    if config.search.count_root_evaluation and root.visit_count == 0:
+        # mctx's root: its network value is its first visit (search.count_root_evaluation).
+        root.visit_count, root.value_sum = 1, root.raw_value
 
     for _ in range(config.search.num_simulations):
         history = action_history.clone()

@@ -1,0 +1,120 @@
+"""What an untrained network's search prefers: self-play's first moves with fresh networks.
+
+    python scripts/probe_root.py --config configs/minatar/freeway.yaml --networks 6 --moves 40 \\
+        [--set search.count_root_evaluation=true]
+
+For each of `--networks` freshly initialised networks (TensorFlow seeds 0, 1, ...), plays
+`--moves` self-play moves of one game (environment seed: the network's) with the reference
+search as self-play runs it at training step 0: Dirichlet noise at the root, the move sampled
+from the visit counts at the config's temperature. It prints, per action, summed over all
+searches:
+
+* the share of searches whose **first simulation** went to it (a copy of the noised root
+  searched with one simulation): with the pseudocode's root (visit count 0) every first
+  simulation goes to the largest action, whatever the priors; with
+  `search.count_root_evaluation` the noised prior picks it;
+* its share of the root's visits (the policy targets the warm-up stores);
+* its share of the moves played.
+
+An untrained network knows nothing, so a share far from uniform is the search's own lean.
+docs/sample_efficiency.md quotes it for Freeway, whose largest action is *down*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
+    """Counts per action over `networks` fresh networks' games of at most `moves` moves.
+
+    Returns:
+      "first" [A] searches whose first simulation took each action, "visits" [A] root visits,
+      "played" [A] moves played, "searches" [1].
+    """
+    import tensorflow as tf
+
+    from muzero.envs import make_environment
+    from muzero.envs.base import EnvironmentSpec
+    from muzero.factories import make_run_network
+    from muzero.game import Game
+    from muzero.search.reference import Node, add_exploration_noise, expand_node, run_mcts, select_action
+
+    actions = config.action_space_size
+    counts = {name: np.zeros(actions, np.int64) for name in ("first", "visits", "played")}
+    one_simulation = replace(config, search=replace(config.search, num_simulations=1))
+    rng = np.random.default_rng(0)
+    for seed in range(networks):
+        environment = make_environment(config.game, seed=seed)
+        tf.random.set_seed(seed)
+        network = make_run_network(config, EnvironmentSpec.of(environment))
+        game = Game(actions, config.discount, environment, config.game.stacked_frames)
+        while not game.terminal() and len(game.history) < moves:
+            root = Node(0)
+            output = network.initial_inference(game.make_image(-1)[None]).item(0)
+            expand_node(root, game.to_play(), game.legal_actions(), output)
+            add_exploration_noise(config, root, rng)
+            first = copy.deepcopy(root)
+            run_mcts(one_simulation, first, game.action_history(), network)
+            counts["first"] += [first.children[a].visit_count if a in first.children else 0 for a in range(actions)]
+            run_mcts(config, root, game.action_history(), network)
+            counts["visits"] += [root.children[a].visit_count if a in root.children else 0 for a in range(actions)]
+            action = select_action(config, len(game.history), root, 0, rng)
+            counts["played"][action] += 1
+            game.apply(action)
+            game.store_search_statistics(root)
+        environment.close()
+    counts["searches"] = np.array([counts["played"].sum()])
+    return counts
+
+
+def table(counts: dict[str, np.ndarray]) -> str:
+    """The shares of `probe`'s counts as a Markdown table, one row per action."""
+    shares = {name: counts[name] / max(counts[name].sum(), 1) for name in ("first", "visits", "played")}
+    lines = ["| action | first simulation | root visits | moves played |", "| --- | --- | --- | --- |"]
+    for action in range(len(counts["played"])):
+        lines.append(
+            f"| {action} | {shares['first'][action]:.3f} | {shares['visits'][action]:.3f} | {shares['played'][action]:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Prints `table` for `--config`; bad input: one line and status 2."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="a YAML config")
+    parser.add_argument("--networks", type=int, default=6, help="fresh networks, one game each")
+    parser.add_argument("--moves", type=int, default=40, help="moves of each game")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides")
+    args = parser.parse_args(argv)
+    for name in ("networks", "moves"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}: expected at least 1, got {getattr(args, name)}")
+    sys.path.insert(0, str(ROOT))
+    from muzero.config_io import ConfigError
+    from muzero.config_loader import load_config
+
+    try:
+        config = load_config(args.config, args.set)
+    except (ConfigError, OSError) as error:
+        parser.error(str(error))
+    if config.search.algorithm != "puct":
+        parser.error("search.algorithm: this probe runs the pUCT search")
+    counts = probe(config, args.networks, args.moves)
+    print(
+        f"{args.config}: {args.networks} untrained networks, {int(counts['searches'][0])} searches of "
+        f"{config.search.num_simulations} simulations (count_root_evaluation: {config.search.count_root_evaluation})"
+    )
+    print(table(counts))
+
+
+if __name__ == "__main__":
+    main()
