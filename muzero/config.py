@@ -110,9 +110,10 @@ class SearchConfig:
     # Gumbel's per-node rescale. 0: the pseudocode's (Gumbel: mctx's 1e-8), which stretches any range over [0, 1].
     min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
     # pUCT: the root's own evaluation (the network's value) counts as its first visit, as in mctx, so the prior
-    # term of `ucb_score` is live from the first simulation. False: the pseudocode's root starts unvisited, so the
-    # first simulation's prior term is 0 for every child and its tie rule sends it to the largest action (an
-    # untrained network's search then leans to that action: docs/sample_efficiency.md, Freeway).
+    # term of `ucb_score` is live from the first simulation, and the root's value (stored for value targets and
+    # priorities) averages that evaluation with the simulations'. False: the pseudocode's root starts unvisited,
+    # so every child scores 0 in the first simulation and its tie rule spends it on the largest legal action
+    # (docs/choices.md). Gumbel's search ignores it.
     count_root_evaluation: bool = False
     # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
     # node's value is from the point of view of the player to move there; its parent sees it negated when the other

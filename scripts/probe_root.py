@@ -14,9 +14,11 @@ searches:
   simulation goes to the largest action, whatever the priors; with
   `search.count_root_evaluation` the noised prior picks it;
 * its share of the root's visits (the policy targets the warm-up stores);
-* its share of the moves played.
+* its share of the moves played;
+* the spread over networks of its share of each network's root visits (min / median / max):
+  each untrained network makes up its own values, so one can lean where the mean does not.
 
-An untrained network knows nothing, so a share far from uniform is the search's own lean.
+`selfplay.random_opening_moves` is not applied: every move is the search's. An untrained network knows nothing, so a share far from uniform is the search's own lean.
 docs/sample_efficiency.md quotes it for Freeway, whose largest action is *down*.
 """
 
@@ -38,7 +40,8 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
 
     Returns:
       "first" [A] searches whose first simulation took each action, "visits" [A] root visits,
-      "played" [A] moves played, "searches" [1].
+      "played" [A] moves played, "searches" [1], "per_network" [networks, A] each network's
+      root visits.
     """
     import tensorflow as tf
 
@@ -52,7 +55,9 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
     counts = {name: np.zeros(actions, np.int64) for name in ("first", "visits", "played")}
     one_simulation = replace(config, search=replace(config.search, num_simulations=1))
     rng = np.random.default_rng(0)
+    per_network = []
     for seed in range(networks):
+        before = counts["visits"].copy()
         environment = make_environment(config.game, seed=seed)
         tf.random.set_seed(seed)
         network = make_run_network(config, EnvironmentSpec.of(environment))
@@ -70,19 +75,26 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
             action = select_action(config, len(game.history), root, 0, rng)
             counts["played"][action] += 1
             game.apply(action)
-            game.store_search_statistics(root)
         environment.close()
+        per_network.append(counts["visits"] - before)
     counts["searches"] = np.array([counts["played"].sum()])
+    counts["per_network"] = np.array(per_network)
     return counts
 
 
 def table(counts: dict[str, np.ndarray]) -> str:
     """The shares of `probe`'s counts as a Markdown table, one row per action."""
     shares = {name: counts[name] / max(counts[name].sum(), 1) for name in ("first", "visits", "played")}
-    lines = ["| action | first simulation | root visits | moves played |", "| --- | --- | --- | --- |"]
+    per_network = counts["per_network"] / np.maximum(counts["per_network"].sum(axis=1, keepdims=True), 1)
+    lines = [
+        "| action | first simulation | root visits | moves played | root visits per network: min / median / max |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for action in range(len(counts["played"])):
+        spread = " / ".join(f"{x:.3f}" for x in np.percentile(per_network[:, action], [0, 50, 100]))
         lines.append(
-            f"| {action} | {shares['first'][action]:.3f} | {shares['visits'][action]:.3f} | {shares['played'][action]:.3f} |"
+            f"| {action} | {shares['first'][action]:.3f} | {shares['visits'][action]:.3f} "
+            f"| {shares['played'][action]:.3f} | {spread} |"
         )
     return "\n".join(lines)
 
@@ -101,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     from muzero.config_io import ConfigError
     from muzero.config_loader import load_config
+    from muzero.envs import EnvironmentSpecError
 
     try:
         config = load_config(args.config, args.set)
@@ -108,7 +121,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     if config.search.algorithm != "puct":
         parser.error("search.algorithm: this probe runs the pUCT search")
-    counts = probe(config, args.networks, args.moves)
+    try:
+        counts = probe(config, args.networks, args.moves)
+    except EnvironmentSpecError as error:  # the game cannot be made (a missing extra, bad kwargs)
+        parser.error(f"{error.key}: {error}")
     print(
         f"{args.config}: {args.networks} untrained networks, {int(counts['searches'][0])} searches of "
         f"{config.search.num_simulations} simulations (count_root_evaluation: {config.search.count_root_evaluation})"

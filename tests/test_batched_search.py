@@ -67,8 +67,9 @@ class RowwiseNetwork:
         return 0
 
 
-def reference_visits(config, network, root_output, legal, to_play, num_players) -> np.ndarray:
-    visits = np.zeros(legal.shape, np.int64)
+def reference_visits(config, network, root_output, legal, to_play, num_players, with_values=False):
+    """The reference search's root visit counts [B, A]; with `with_values`, also its root values [B]."""
+    visits, values = np.zeros(legal.shape, np.int64), np.zeros(len(legal))
     for i in range(len(legal)):
         root = Node(0)
         actions = [a for a in range(legal.shape[1]) if legal[i, a]]
@@ -76,7 +77,8 @@ def reference_visits(config, network, root_output, legal, to_play, num_players) 
         run_mcts(config, root, ActionHistory([], legal.shape[1], int(to_play[i]), num_players), network)
         for a, child in root.children.items():
             visits[i, a] = child.visit_count
-    return visits
+        values[i] = root.value()
+    return (visits, values) if with_values else visits
 
 
 SETTINGS = {

@@ -152,7 +152,7 @@ def test_compiled_equals_reference(name, jit_compile):
         legal[np.arange(100), rng.integers(s["actions"], size=100)] = True
     to_play = rng.integers(s["players"], size=100)
 
-    expected = reference_visits(config, network, root_output, legal, to_play, s["players"])
+    expected, values = reference_visits(config, network, root_output, legal, to_play, s["players"], with_values=True)
     search = CompiledSearch(
         config.search,
         config.discount,
@@ -171,4 +171,7 @@ def test_compiled_equals_reference(name, jit_compile):
         root_value=root_output.value,
     )
     np.testing.assert_array_equal(result.visit_counts, expected)
+    # The root values too (with search.count_root_evaluation, the network's value is one of the
+    # averaged; the compiled search takes it as float32, so equal to float32's precision).
+    np.testing.assert_allclose(result.root_value, values, rtol=1e-6, atol=1e-6)
     assert len({tuple(v) for v in expected}) >= 4

@@ -300,11 +300,12 @@ def test_count_root_evaluation_lets_the_prior_pick_the_first_simulation():
     expand_node(root, 0, [0, 1], NetworkOutput(0.3, 0.0, np.log([0.6, 0.4]), np.zeros(1)))
     network = _TableNetwork([(0.2, 0.0, [0.0, 0.0]), (0.9, 0.0, [0.0, 0.0])])
     run_mcts(config, root, ActionHistory([], 2), network)
-    # Sim 1: root N=1 (its evaluation), pb_c = 1.250101760: a0 1.250101760 * 0.6 = 0.750061,
-    #   a1 1.250101760 * 0.4 = 0.500041 -> action 0 (the pseudocode's root, N=0, ties and takes 1).
-    #   Leaf value 0.2: child0 N=1, W=0.2; root N=2, W=0.5.
-    # Sim 2: root N=2, pb_c = 1.767985: a0 1.767985 * 0.6 / 2 + 0.2 = 0.730395, a1 1.767985 * 0.4
-    #   = 0.707193 -> action 0; child0 (N=1) has two children of prior 0.5 -> tie -> action 1.
+    # Sim 1: root N=1 (its evaluation), pb_c = ln(19654/19652) + 1.25 = 1.250101766: a0
+    #   1.250101766 * 0.6 = 0.750061, a1 1.250101766 * 0.4 = 0.500041 -> action 0 (the
+    #   pseudocode's root, N=0, ties and takes 1). Leaf value 0.2: child0 N=1, W=0.2; root N=2, W=0.5.
+    # Sim 2: root N=2, pb_c = (ln(19655/19652) + 1.25) * sqrt(2) = 1.767983: a0 1.767983 * 0.6 / 2
+    #   + 0.2 = 0.730395, a1 1.767983 * 0.4 = 0.707193 -> action 0; child0 (N=1) has two
+    #   children of prior 0.5 -> tie -> action 1.
     assert network.calls == [0, 1]
     assert root.children[0].visit_count == 2 and root.children[1].visit_count == 0
     # The root's value counts its evaluation: (0.3 + 0.2 + 0.9) / 3.

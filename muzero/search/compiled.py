@@ -181,7 +181,7 @@ class CompiledSearch:
         self.negamax = search.two_player_rule == "negamax" and num_players > 1
         n = search.num_simulations
         # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference
-        # (the root's count reaches n + 1 with search.count_root_evaluation).
+        # (one spare entry: with search.count_root_evaluation the root's count ends at n + 1).
         self.log_term = tf.constant(
             [math.log((v + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for v in range(n + 2)],
             tf.float64,
@@ -215,8 +215,11 @@ class CompiledSearch:
           legal: [B, A] bool, the legal actions at each root.
           root_to_play: [B] the player to move at each root (None: player 0).
           noise: [B, A] Dirichlet samples mixed into the roots' priors (None: no noise).
-          root_value: [B] the roots' network values (None: zeros; only Gumbel reads them).
+          root_value: [B] the roots' network values (None: zeros). Gumbel's mixed value reads
+            them, and pUCT with `search.count_root_evaluation`, which requires them.
         """
+        if root_value is None and self.search.count_root_evaluation and self.search.algorithm == "puct":
+            raise ValueError("search.count_root_evaluation: the compiled search needs the roots' values")
         legal = np.asarray(legal, bool)
         batch = len(legal)
         fraction = self.search.root_exploration_fraction if noise is not None else 0.0
