@@ -3,7 +3,7 @@
     python scripts/probe_root.py --config configs/minatar/freeway.yaml --networks 6 --moves 40 \\
         [--set search.count_root_evaluation=true]
 
-For each of `--networks` freshly initialised networks (TensorFlow seeds 0, 1, ...), plays
+For each of `--networks` freshly initialised networks (seeds 0, 1, ... as `run.seed` seeds a run), plays
 `--moves` self-play moves of one game (environment seed: the network's) with the reference
 search as self-play runs it at training step 0: Dirichlet noise at the root, the move sampled
 from the visit counts at the config's temperature. It prints, per action, summed over all
@@ -43,12 +43,11 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
       "played" [A] moves played, "searches" [1], "per_network" [networks, A] each network's
       root visits.
     """
-    import tensorflow as tf
-
     from muzero.envs import make_environment
     from muzero.envs.base import EnvironmentSpec
     from muzero.factories import make_run_network
     from muzero.game import Game
+    from muzero.run_state import seed_everything
     from muzero.search.reference import Node, add_exploration_noise, expand_node, run_mcts, select_action
 
     actions = config.action_space_size
@@ -59,7 +58,7 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
     for seed in range(networks):
         before = counts["visits"].copy()
         environment = make_environment(config.game, seed=seed)
-        tf.random.set_seed(seed)
+        seed_everything(seed)  # as a run seeds itself (run.seed), so network `seed` is a run's
         network = make_run_network(config, EnvironmentSpec.of(environment))
         game = Game(actions, config.discount, environment, config.game.stacked_frames)
         while not game.terminal() and len(game.history) < moves:
