@@ -162,6 +162,10 @@ class SelfPlayConfig:
     # runs: its visits are the policy target), so the policy does not collapse onto the few openings it trains on
     # (tic-tac-toe: all draws; docs/boardgames.md). 0: every move from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
+    # Every self-play move is a uniformly random legal move while the network playing has trained fewer than
+    # this many steps (the search still runs: its visits are the policy target), as DQN starts with random moves.
+    # 1: the games played before training starts (replay.min_games), by the untrained network. 0: off (the pseudocode).
+    random_moves_before_step: int = field(default=0, metadata=_range(min=0))
     # With batched: a game in progress hands its moves to replay this many at a time (a segment, with the next
     # num_unroll_steps + td_steps moves for its targets), not only when it ends (docs/segments.md). 0: whole games.
     segment_length: int = field(default=0, metadata=_range(min=0))

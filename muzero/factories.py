@@ -99,4 +99,5 @@ def make_batched_selfplay(config: MuZeroConfig, environments: list[Environment],
         searcher,
         random_opening_moves=config.selfplay.random_opening_moves,
         segment=segment,
+        random_moves_before_step=config.selfplay.random_moves_before_step,
     )

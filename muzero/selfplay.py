@@ -38,13 +38,25 @@ def play_game(
     game = Game(config.action_space_size, config.discount, environment, config.game.stacked_frames)
     while not game.terminal() and len(game.history) < config.max_moves:
         action, root, policy = search_move(config, network, game, rng, greedy)
-        if not greedy and len(game.history) < config.selfplay.random_opening_moves:
+        if not greedy and random_move(
+            len(game.history),
+            network.training_steps(),
+            config.selfplay.random_opening_moves,
+            config.selfplay.random_moves_before_step,
+        ):
             action = int(rng.choice(game.legal_actions()))
         game.apply(action)
         game.store_search_statistics(root, policy)
     game.environment = None
     set_bootstrap_values(config.game, network, [game])
     return game
+
+
+def random_move(moves_played: int, training_steps: int, opening_moves: int, before_step: int) -> bool:
+    """Whether self-play's next move is uniformly random: one of the game's first `opening_moves`
+    (`selfplay.random_opening_moves`), or the network has trained fewer than `before_step` steps
+    (`selfplay.random_moves_before_step`)."""
+    return moves_played < opening_moves or training_steps < before_step
 
 
 def search_move(
@@ -167,6 +179,7 @@ class BatchedSelfPlay:
         numpy `run_batched_mcts`, for the environments' number of players.
       restart: start a new game in a slot whose game ended (false: one game per slot).
       random_opening_moves: `selfplay.random_opening_moves` (not in greedy play).
+      random_moves_before_step: `selfplay.random_moves_before_step` (not in greedy play).
       segment: (length L, following F) with `selfplay.segment_length`: a game in progress
         hands back its next L moves as a segment (`Game.segment`) once F more have been
         played, and the rest when it ends; None: whole games.
@@ -181,6 +194,7 @@ class BatchedSelfPlay:
         restart: bool = True,
         random_opening_moves: int = 0,
         segment: tuple[int, int] | None = None,
+        random_moves_before_step: int = 0,
     ):
         self.game_config, self.search = game_config, search
         self.segment = segment
@@ -190,6 +204,7 @@ class BatchedSelfPlay:
         self.searcher = searcher or BatchedSearcher(search, game_config.discount, players)
         self.restart = restart
         self.random_opening_moves = random_opening_moves
+        self.random_moves_before_step = random_moves_before_step
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)
 
@@ -222,8 +237,10 @@ class BatchedSelfPlay:
             temperature = (
                 0.0 if greedy else visit_softmax_temperature(schedule, len(game.history), network.training_steps())
             )
-            if not greedy and len(game.history) < self.random_opening_moves:
-                action = int(rng.choice(np.flatnonzero(legal[row])))  # see selfplay.random_opening_moves
+            if not greedy and random_move(
+                len(game.history), network.training_steps(), self.random_opening_moves, self.random_moves_before_step
+            ):
+                action = int(rng.choice(np.flatnonzero(legal[row])))
             else:
                 action = chosen_action(result, legal, row, temperature, rng)
             game.apply(action)

@@ -85,7 +85,14 @@ class OpeningBiasedNetwork(UniformNetwork):
         return super()._output(batch)._replace(policy_logits=logits)
 
 
-def _first_moves(config, greedy=False, games=180):
+class TrainedOpeningBiasedNetwork(OpeningBiasedNetwork):
+    """The same, saying it has trained one step."""
+
+    def training_steps(self) -> int:
+        return 1
+
+
+def _first_moves(config, greedy=False, games=180, network=None):
     environments = [OpenSpielEnvironment("tic_tac_toe") for _ in range(games)]
     selfplay = BatchedSelfPlay(
         config.game,
@@ -93,8 +100,9 @@ def _first_moves(config, greedy=False, games=180):
         environments,
         restart=False,
         random_opening_moves=config.selfplay.random_opening_moves,
+        random_moves_before_step=config.selfplay.random_moves_before_step,
     )
-    selfplay.step(OpeningBiasedNetwork(9), np.random.default_rng(0), greedy=greedy)
+    selfplay.step(network or OpeningBiasedNetwork(9), np.random.default_rng(0), greedy=greedy)
     return np.bincount([game.history[0] for game in selfplay.games], minlength=9)
 
 
@@ -117,6 +125,30 @@ def test_tictactoe_self_play_opens_everywhere_whatever_the_policy():
         )[8]
         > 100
     )  # the option off
+
+
+def test_random_move_is_an_opening_move_or_an_early_network():
+    from muzero.selfplay import random_move
+
+    # (moves played, network's training steps, random_opening_moves, random_moves_before_step)
+    assert random_move(2, 50, 3, 0)  # the game's 3rd move, 3 random openings
+    assert not random_move(3, 50, 3, 0)  # its 4th
+    assert random_move(40, 0, 0, 1)  # an untrained network, before step 1
+    assert not random_move(40, 1, 0, 1)  # one step trained
+    assert not random_move(0, 0, 0, 0)  # both off: the pseudocode
+
+
+def test_moves_are_random_until_the_network_has_trained_enough_steps():
+    # selfplay.random_moves_before_step: 1 (and no random opening). The untrained network (0 steps)
+    # plays uniformly random moves, here its openings: 20 expected per cell of 180 games, as above.
+    # A network that has trained 1 step plays the search's moves again: the biased policy's cell 8
+    # (162 of 180 above).
+    overrides = ["selfplay.random_opening_moves=0", "selfplay.random_moves_before_step=1"]
+    config = load_config(TICTACTOE, ["selfplay.search=numpy", "search.num_simulations=50", *overrides])
+    assert _first_moves(config).min() >= 8
+    assert _first_moves(config, network=TrainedOpeningBiasedNetwork(9))[8] > 100
+    # Not in greedy play: cell 8 in all 10 games.
+    assert _first_moves(config, greedy=True, games=10).tolist() == [0] * 8 + [10]
 
 
 def test_evaluation_play_is_not_randomised():
