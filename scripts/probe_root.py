@@ -18,8 +18,9 @@ searches:
 * the spread over networks of its share of each network's root visits (min / median / max):
   each untrained network makes up its own values, so one can lean where the mean does not.
 
-`selfplay.random_opening_moves` is not applied: every move is the search's. An untrained network knows nothing, so a share far from uniform is the search's own lean.
-docs/sample_efficiency.md quotes it for Freeway, whose largest action is *down*.
+`selfplay.random_opening_moves` and `random_moves_before_step` are not applied: every move is
+the search's. An untrained network knows nothing, so a share far from uniform is the search's
+own lean. docs/sample_efficiency.md quotes it for Freeway, whose largest action is *down*.
 """
 
 from __future__ import annotations
