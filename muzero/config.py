@@ -164,7 +164,9 @@ class SelfPlayConfig:
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
     # Every self-play move is a uniformly random legal move while the network playing has trained fewer than
     # this many steps (the search still runs: its visits are the policy target), as DQN starts with random moves.
-    # 1: the games played before training starts (replay.min_games), by the untrained network. 0: off (the pseudocode).
+    # Self-play plays the network last published (every train.checkpoint_interval steps; on Ray, calls in flight
+    # keep the one they were sent with), so 1 means: until the first network published after step 0, the warm-up
+    # (replay.min_games) included. 0: off (the pseudocode).
     random_moves_before_step: int = field(default=0, metadata=_range(min=0))
     # With batched: a game in progress hands its moves to replay this many at a time (a segment, with the next
     # num_unroll_steps + td_steps moves for its targets), not only when it ends (docs/segments.md). 0: whole games.

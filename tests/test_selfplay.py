@@ -149,6 +149,23 @@ def test_moves_are_random_until_the_network_has_trained_enough_steps():
     assert _first_moves(config, network=TrainedOpeningBiasedNetwork(9))[8] > 100
     # Not in greedy play: cell 8 in all 10 games.
     assert _first_moves(config, greedy=True, games=10).tolist() == [0] * 8 + [10]
+    # The factory hands the option on; and the reference's play_game honours it: 36 games of 10
+    # simulations open uniformly at random (4 expected at each cell, so at most a third at 8),
+    # (6 here) where without it the biased prior's cell 8 opens all 36.
+    from muzero.factories import make_batched_selfplay
+
+    assert make_batched_selfplay(config, [], None).random_moves_before_step == 1
+    small = dataclasses.replace(config, search=dataclasses.replace(config.search, num_simulations=10))
+    off = dataclasses.replace(small, selfplay=dataclasses.replace(small.selfplay, random_moves_before_step=0))
+    rng = np.random.default_rng(1)
+
+    def openings(cfg):
+        return [
+            play_game(cfg, OpeningBiasedNetwork(9), OpenSpielEnvironment("tic_tac_toe"), rng).history[0]
+            for _ in range(36)
+        ]
+
+    assert openings(small).count(8) <= 12 and openings(off).count(8) > 18
 
 
 def test_evaluation_play_is_not_randomised():
