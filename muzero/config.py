@@ -47,9 +47,8 @@ class GameConfig:
     max_moves: int = field(default=500, metadata=_range(min=1))
     # Discount gamma used for targets and inside the search.
     discount: float = field(default=0.997, metadata=_range(gt=0.0, max=1.0))
-    # The pseudocode treats the end of every game as absorbing (value 0 after it). When
-    # true, a game cut by a time limit or max_moves (not ended) bootstraps its value
-    # targets from the network's value of its last observation instead.
+    # The pseudocode treats the end of every game as absorbing (value 0 after it). When true, a game cut by a time limit
+    # or max_moves (not ended) bootstraps its value targets from the network's value of its last observation instead.
     bootstrap_truncated: bool = False
     # Observation = the last `stacked_frames` frames and the actions that led to them
     # (paper, Atari: 32); 1 = the environment's observation as it is.
@@ -58,12 +57,7 @@ class GameConfig:
 
 @dataclass(frozen=True)
 class TemperatureSchedule:
-    """Visit-softmax temperature as data (pseudocode `visit_softmax_temperature_fn`).
-
-    `schedule` is a list of `[threshold, temperature]` pairs read in order: the first
-    pair whose threshold is null or greater than the counter gives the temperature.
-    `by` names the counter: "training_steps" (Atari) or "num_moves" (board games).
-    """
+    """Visit-softmax temperature as data (pseudocode `visit_softmax_temperature_fn`): `by` and `schedule` below."""
 
     # The counter the thresholds compare with: training steps (Atari) or moves played in the game (board games).
     by: str = field(default="training_steps", metadata=_range(choices=("training_steps", "num_moves")))
@@ -77,9 +71,8 @@ class TemperatureSchedule:
 
 
 def visit_softmax_temperature(schedule: TemperatureSchedule, num_moves: int, training_steps: int) -> float:
-    """The pseudocode's `visit_softmax_temperature_fn` over the `search.visit_softmax_temperature`
-    schedule: the temperature of the first [threshold, temperature] pair whose threshold is
-    None or above the counter the schedule is `by` (moves played, or training steps)."""
+    """The pseudocode's `visit_softmax_temperature_fn` over the `search.visit_softmax_temperature` schedule: the
+    temperature of the first [threshold, temperature] pair whose threshold is None or above the counter `by` names."""
     counter = training_steps if schedule.by == "training_steps" else num_moves
     for threshold, temperature in schedule.schedule:
         if threshold is None or counter < threshold:
@@ -152,9 +145,8 @@ class SelfPlayConfig:
     # Pull the newest network from shared storage every this many moves. (Exact resume
     # assumes 1: the network in use is then always the one last published.)
     refresh_interval: int = field(default=1, metadata=_range(min=1))
-    # With batched: "numpy" runs run_batched_mcts (numpy arrays, numpy network);
-    # "compiled" runs the same search as one TensorFlow graph (CompiledSearch) on a
-    # Keras copy of the published weights, with XLA when jit_compile is true.
+    # With batched: "numpy" runs run_batched_mcts (numpy arrays, numpy network); "compiled" runs the same search as one
+    # TensorFlow graph (CompiledSearch) on a Keras copy of the published weights, with XLA when jit_compile is true.
     search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
     # With the compiled search: compile it with XLA.
     jit_compile: bool = True
@@ -325,9 +317,8 @@ class RunConfig:
     # (muzero/video.py) when the game draws itself (gymnasium's rgb_array rendering:
     # Atari, MinAtar, CartPole with pygame); a game that cannot is warned about once.
     record_video: bool = True
-    # Two-player games: at every evaluation, this many games (half as first player) against
-    # each opponent ("random", "perfect", "mcts:N"; muzero/arena.py), into
-    # eval/<opponent>/{win,draw,loss} and eval_opponents.csv.
+    # Two-player games: at every evaluation, this many games (half as first player) against each opponent ("random",
+    # "perfect", "mcts:N"; muzero/arena.py), into eval/<opponent>/{win,draw,loss} and eval_opponents.csv.
     eval_opponents: tuple[str, ...] = ()
     # Two-player games: games per opponent at each evaluation.
     eval_games: int = field(default=100, metadata=_range(min=2))
@@ -356,17 +347,15 @@ class ReanalyseConfig:
     # Share of sampled positions whose policy target comes from reanalysed statistics
     # (the paper: 0.8). 0 (default): off, training exactly as without Reanalyse.
     fraction: float = field(default=0.0, metadata=_range(min=0.0, max=1.0))
-    # Dirichlet noise at the root of each reanalyse search, as in self-play (EfficientZero
-    # and LightZero do the same; the paper does not say). Measured on CartPole: without it
-    # a network that prefers one action finds all 50 visits on that action, the targets
-    # become one-hot and the policy collapses (greedy return 9 after 5,000 steps).
+    # Dirichlet noise at the root of each reanalyse search, as in self-play (EfficientZero and LightZero do the same;
+    # the paper does not say). Measured on CartPole: without it a network that prefers one action finds all 50 visits on
+    # that action, the targets become one-hot and the policy collapses (greedy return 9 after 5,000 steps).
     root_noise: bool = True
     # Bootstrap horizon n of value targets while Reanalyse is on (the paper: 5).
     td_steps: int = field(default=5, metadata=_range(min=1))
     # Training steps between refreshes of the target network θ⁻.
     target_network_interval: int = field(default=100, metadata=_range(min=1))
-    # Local back end: positions reanalysed per training step (searched in batches of
-    # `batch_size`).
+    # Local back end: positions reanalysed per training step (searched in batches of `batch_size`).
     positions_per_step: float = field(default=1.0, metadata=_range(min=0.0))
     # Positions searched at once by one batched search.
     batch_size: int = field(default=256, metadata=_range(min=1))
@@ -403,15 +392,13 @@ class ActorsConfig:
     # (os.cpu_count(), or the cluster's CPUs with --ray-address), so that the learner and
     # self-play together keep every core busy whichever side is the slower (docs/concurrency.md).
     num_actors: int = field(default=0, metadata=_range(min=0))
-    # Batched moves (one in each of the actor's games) per call: how often an actor
-    # hands back finished games and picks up the newest weights. Small keeps the data
-    # fresh (CartPole learnt faster with 5 than 25: docs/ray.md); many actors on one driver
-    # need larger calls (fewer calls per second to handle).
+    # Batched moves (one in each of the actor's games) per call: how often an actor hands back finished games and picks
+    # up the newest weights. Small keeps the data fresh (CartPole learnt faster with 5 than 25: docs/ray.md); many
+    # actors on one driver need larger calls (fewer calls per second to handle).
     moves_per_call: int = field(default=5, metadata=_range(min=1))
-    # Backpressure: calls handed to an actor and not yet collected. At most
-    # num_actors * max_inflight_per_actor calls' worth of games wait outside replay. 2: an
-    # actor has its next call queued while the driver collects the last one (with 1 it idles
-    # then; docs/concurrency.md).
+    # Backpressure: calls handed to an actor and not yet collected. At most num_actors * max_inflight_per_actor calls'
+    # worth of games wait outside replay. 2: an actor has its next call queued while the driver collects the last one
+    # (with 1 it idles then; docs/concurrency.md).
     max_inflight_per_actor: int = field(default=2, metadata=_range(min=1))
     # Restarts Ray makes of each actor that dies or is killed as hung (-1: no limit).
     max_restarts: int = field(default=3, metadata=_range(min=-1))
