@@ -175,3 +175,6 @@ def test_compiled_equals_reference(name, jit_compile):
     # averaged; the compiled search takes it as float32, so equal to float32's precision).
     np.testing.assert_allclose(result.root_value, values, rtol=1e-6, atol=1e-6)
     assert len({tuple(v) for v in expected}) >= 4
+    if s.get("count_root"):  # without the roots' values it refuses, rather than count zeros
+        with pytest.raises(ValueError, match="count_root_evaluation"):
+            search(root_output.hidden_state, root_output.policy_logits, root_output.reward, legal, to_play)

@@ -122,8 +122,8 @@ def run_batched_mcts(
         tree.value_sum[:, 0] = np.asarray(root_output.value, np.float64)
 
     # pUCT's log and sqrt terms by parent visit count, computed with Python's math as
-    # the reference does, so both searches see identical floats. (One spare entry: with
-    # search.count_root_evaluation the root's count ends at num_simulations + 1.)
+    # the reference does, so both searches see identical floats. (Indexed up to
+    # num_simulations + 1, every count the root reaches with search.count_root_evaluation.)
     log_term = np.array(
         [math.log((n + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for n in range(num_simulations + 2)]
     )

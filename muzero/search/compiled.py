@@ -181,7 +181,7 @@ class CompiledSearch:
         self.negamax = search.two_player_rule == "negamax" and num_players > 1
         n = search.num_simulations
         # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference
-        # (one spare entry: with search.count_root_evaluation the root's count ends at n + 1).
+        # (indexed up to n + 1, every count the root reaches with search.count_root_evaluation).
         self.log_term = tf.constant(
             [math.log((v + search.pb_c_base + 1) / search.pb_c_base) + search.pb_c_init for v in range(n + 2)],
             tf.float64,
