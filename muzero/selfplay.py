@@ -233,12 +233,11 @@ class BatchedSelfPlay:
         result, legal = search_games(self.searcher, network, games, noise_rng, self.search)
         finished = []
         schedule = self.search.visit_softmax_temperature
+        training_steps = network.training_steps()  # one network for every row of this move
         for row, (slot, game) in enumerate(zip(slots, games)):
-            temperature = (
-                0.0 if greedy else visit_softmax_temperature(schedule, len(game.history), network.training_steps())
-            )
+            temperature = 0.0 if greedy else visit_softmax_temperature(schedule, len(game.history), training_steps)
             if not greedy and random_move(
-                len(game.history), network.training_steps(), self.random_opening_moves, self.random_moves_before_step
+                len(game.history), training_steps, self.random_opening_moves, self.random_moves_before_step
             ):
                 action = int(rng.choice(np.flatnonzero(legal[row])))
             else:

@@ -40,9 +40,8 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
     """Counts per action over `networks` fresh networks' games of at most `moves` moves.
 
     Returns:
-      "first" [A] searches whose first simulation took each action, "visits" [A] root visits,
-      "played" [A] moves played, "searches" [1], "per_network" [networks, A] each network's
-      root visits.
+      "first" [A] searches whose first simulation took each action, "played" [A] moves played,
+      "per_network" [networks, A] each network's root visits.
     """
     from muzero.envs import make_environment
     from muzero.envs.base import EnvironmentSpec
@@ -52,12 +51,11 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
     from muzero.search.reference import Node, add_exploration_noise, expand_node, run_mcts, select_action
 
     actions = config.action_space_size
-    counts = {name: np.zeros(actions, np.int64) for name in ("first", "visits", "played")}
+    counts = {name: np.zeros(actions, np.int64) for name in ("first", "played")}
     one_simulation = replace(config, search=replace(config.search, num_simulations=1))
     rng = np.random.default_rng(0)
-    per_network = []
+    per_network = np.zeros((networks, actions), np.int64)
     for seed in range(networks):
-        before = counts["visits"].copy()
         environment = make_environment(config.game, seed=seed)
         seed_everything(seed)  # as a run seeds itself (run.seed), so network `seed` is a run's
         network = make_run_network(config, EnvironmentSpec.of(environment))
@@ -71,20 +69,19 @@ def probe(config, networks: int, moves: int) -> dict[str, np.ndarray]:
             run_mcts(one_simulation, first, game.action_history(), network)
             counts["first"] += [first.children[a].visit_count if a in first.children else 0 for a in range(actions)]
             run_mcts(config, root, game.action_history(), network)
-            counts["visits"] += [root.children[a].visit_count if a in root.children else 0 for a in range(actions)]
+            per_network[seed] += [root.children[a].visit_count if a in root.children else 0 for a in range(actions)]
             action = select_action(config, len(game.history), root, 0, rng)
             counts["played"][action] += 1
             game.apply(action)
         environment.close()
-        per_network.append(counts["visits"] - before)
-    counts["searches"] = np.array([counts["played"].sum()])
-    counts["per_network"] = np.array(per_network)
+    counts["per_network"] = per_network
     return counts
 
 
 def table(counts: dict[str, np.ndarray]) -> str:
     """The shares of `probe`'s counts as a Markdown table, one row per action."""
-    shares = {name: counts[name] / max(counts[name].sum(), 1) for name in ("first", "visits", "played")}
+    totals = {"first": counts["first"], "visits": counts["per_network"].sum(axis=0), "played": counts["played"]}
+    shares = {name: total / max(total.sum(), 1) for name, total in totals.items()}
     per_network = counts["per_network"] / np.maximum(counts["per_network"].sum(axis=1, keepdims=True), 1)
     lines = [
         "| action | first simulation | root visits | moves played | root visits per network: min / median / max |",
@@ -126,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     except EnvironmentSpecError as error:  # the game cannot be made (a missing extra, bad kwargs)
         parser.error(f"{error.key}: {error}")
     print(
-        f"{args.config}: {args.networks} untrained networks, {int(counts['searches'][0])} searches of "
+        f"{args.config}: {args.networks} untrained networks, {int(counts['played'].sum())} searches of "
         f"{config.search.num_simulations} simulations (count_root_evaluation: {config.search.count_root_evaluation})"
     )
     print(table(counts))

@@ -179,6 +179,8 @@ class CompiledSearch:
         self.num_actions = num_actions
         self.hidden_shape = tuple(hidden_shape)
         self.negamax = search.two_player_rule == "negamax" and num_players > 1
+        # search.count_root_evaluation (pUCT only): the root's network value is its first visit, as in mctx.
+        self.count_root = search.count_root_evaluation and search.algorithm == "puct"
         n = search.num_simulations
         # pUCT's log and sqrt terms by parent visit count, from Python's math as the reference
         # (indexed up to n + 1, every count the root reaches with search.count_root_evaluation).
@@ -218,7 +220,7 @@ class CompiledSearch:
           root_value: [B] the roots' network values (None: zeros). Gumbel's mixed value reads
             them, and pUCT with `search.count_root_evaluation`, which requires them.
         """
-        if root_value is None and self.search.count_root_evaluation and self.search.algorithm == "puct":
+        if root_value is None and self.count_root:
             raise ValueError("search.count_root_evaluation: the compiled search needs the roots' values")
         legal = np.asarray(legal, bool)
         batch = len(legal)
@@ -282,8 +284,7 @@ class CompiledSearch:
         zeros = tf.zeros([batch, nodes], tf.float64)
         hidden = tf.zeros(tf.concat([[batch, nodes], self.hidden_shape], 0), tf.float32)
         bounds = self.search.known_bounds
-        # search.count_root_evaluation (pUCT): the root's network value is its first visit, as in mctx.
-        counted = float(self.search.count_root_evaluation and self.search.algorithm == "puct")
+        counted = float(self.count_root)
         return SearchTree(
             visit_count=tf.tensor_scatter_nd_update(
                 tf.zeros([batch, nodes], tf.int32), root, tf.fill([batch], tf.cast(counted, tf.int32))
