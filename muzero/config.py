@@ -102,11 +102,10 @@ class SearchConfig:
     # The smallest range Q-values are normalised over (EfficientZero's value_delta_max, 0.01): pUCT's `MinMaxStats`,
     # Gumbel's per-node rescale. 0: the pseudocode's (Gumbel: mctx's 1e-8), which stretches any range over [0, 1].
     min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
-    # pUCT: the root's own evaluation (the network's value) counts as its first visit, as in mctx, so the prior
-    # term of `ucb_score` is live from the first simulation, and the root's value (stored for value targets and
-    # priorities) averages that evaluation with the simulations'. False: the pseudocode's root starts unvisited,
-    # so every child scores 0 in the first simulation and its tie rule spends it on the largest legal action
-    # (docs/choices.md). Gumbel's search ignores it.
+    # pUCT: the root's own evaluation (the network's value) counts as its first visit (mctx), so `ucb_score`'s prior
+    # term is live from the first simulation and the root's value averages it with the simulations'. False: the
+    # pseudocode's unvisited root, whose first simulation its tie rule spends on the largest legal action (every child
+    # scores 0; docs/choices.md). Gumbel's search ignores it.
     count_root_evaluation: bool = False
     # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
     # node's value is from the point of view of the player to move there; its parent sees it negated when the other
@@ -150,16 +149,18 @@ class SelfPlayConfig:
     search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
     # With the compiled search: compile it with XLA.
     jit_compile: bool = True
-    # Two-player games: the first this many moves of each game are uniformly random legal moves (the search still
-    # runs: its visits are the policy target), so the policy does not collapse onto the few openings it trains on
-    # (tic-tac-toe: all draws; docs/boardgames.md). 0: every move from the search, as in the pseudocode.
+    # Two-player games: the first this many moves of each game are uniformly random legal moves, so the policy does
+    # not collapse onto the few openings it trains on (tic-tac-toe: all draws; docs/boardgames.md). 0: every move
+    # from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
-    # Every self-play move is a uniformly random legal move while the network playing has trained fewer than
-    # this many steps (the search still runs: its visits are the policy target), as DQN starts with random moves.
-    # Self-play plays the network last published (every train.checkpoint_interval steps; on Ray, calls in flight
-    # keep the one they were sent with), so 1 means: until the first network published after step 0, the warm-up
+    # Every self-play move is a uniformly random legal move while the network playing has trained fewer than this
+    # many steps, as DQN starts. Self-play plays the network last published (every train.checkpoint_interval steps; on
+    # Ray, calls in flight keep theirs), so 1 means: until the first network published after step 0, the warm-up
     # (replay.min_games) included. 0: off (the pseudocode).
     random_moves_before_step: int = field(default=0, metadata=_range(min=0))
+    # The policy target of those random moves: "visits", the search's (it still runs), as any move's; "uniform" over
+    # the legal actions, so that an untrained search's lean (docs/choices.md) is not trained into the prior.
+    random_move_policy_target: str = field(default="visits", metadata=_range(choices=("visits", "uniform")))
     # With batched: a game in progress hands its moves to replay this many at a time (a segment, with the next
     # num_unroll_steps + td_steps moves for its targets), not only when it ends (docs/segments.md). 0: whole games.
     segment_length: int = field(default=0, metadata=_range(min=0))

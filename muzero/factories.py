@@ -100,4 +100,5 @@ def make_batched_selfplay(config: MuZeroConfig, environments: list[Environment],
         random_opening_moves=config.selfplay.random_opening_moves,
         segment=segment,
         random_moves_before_step=config.selfplay.random_moves_before_step,
+        uniform_random_targets=config.selfplay.random_move_policy_target == "uniform",
     )

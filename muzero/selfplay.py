@@ -45,6 +45,8 @@ def play_game(
             config.selfplay.random_moves_before_step,
         ):
             action = int(rng.choice(game.legal_actions()))
+            if config.selfplay.random_move_policy_target == "uniform":
+                policy = np.isin(np.arange(config.action_space_size), game.legal_actions()) / len(game.legal_actions())
         game.apply(action)
         game.store_search_statistics(root, policy)
     game.environment = None
@@ -180,6 +182,8 @@ class BatchedSelfPlay:
       restart: start a new game in a slot whose game ended (false: one game per slot).
       random_opening_moves: `selfplay.random_opening_moves` (not in greedy play).
       random_moves_before_step: `selfplay.random_moves_before_step` (not in greedy play).
+      uniform_random_targets: `selfplay.random_move_policy_target` is "uniform": a random
+        move's policy target is uniform over the legal actions, not the search's visits.
       segment: (length L, following F) with `selfplay.segment_length`: a game in progress
         hands back its next L moves as a segment (`Game.segment`) once F more have been
         played, and the rest when it ends; None: whole games.
@@ -195,6 +199,7 @@ class BatchedSelfPlay:
         random_opening_moves: int = 0,
         segment: tuple[int, int] | None = None,
         random_moves_before_step: int = 0,
+        uniform_random_targets: bool = False,
     ):
         self.game_config, self.search = game_config, search
         self.segment = segment
@@ -205,6 +210,7 @@ class BatchedSelfPlay:
         self.restart = restart
         self.random_opening_moves = random_opening_moves
         self.random_moves_before_step = random_moves_before_step
+        self.uniform_random_targets = uniform_random_targets
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)
 
@@ -236,14 +242,16 @@ class BatchedSelfPlay:
         training_steps = network.training_steps()  # one network for every row of this move
         for row, (slot, game) in enumerate(zip(slots, games)):
             temperature = 0.0 if greedy else visit_softmax_temperature(schedule, len(game.history), training_steps)
+            policy = None if result.policy is None else result.policy[row]
             if not greedy and random_move(
                 len(game.history), training_steps, self.random_opening_moves, self.random_moves_before_step
             ):
                 action = int(rng.choice(np.flatnonzero(legal[row])))
+                if self.uniform_random_targets:
+                    policy = legal[row] / legal[row].sum()
             else:
                 action = chosen_action(result, legal, row, temperature, rng)
             game.apply(action)
-            policy = None if result.policy is None else result.policy[row]
             game.store_visit_statistics(result.visit_counts[row].tolist(), result.root_value[row], policy)
             if game.terminal() or len(game.history) >= game_config.max_moves:
                 game.environment = None

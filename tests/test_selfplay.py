@@ -168,6 +168,37 @@ def test_moves_are_random_until_the_network_has_trained_enough_steps():
     assert openings(small).count(8) <= 12 and openings(off).count(8) > 18
 
 
+def test_random_moves_can_have_uniform_policy_targets():
+    # selfplay.random_move_policy_target: uniform, with one random opening move. The opening's policy
+    # target is uniform over tic-tac-toe's 9 empty cells (1/9 each). By default it is the search's
+    # visits, which the biased prior (0.9 on cell 8, 0.675 or more after the noise's 0.25 share) sends
+    # mostly to cell 8 with 50 simulations and values 0. The second move is the search's own, so its
+    # target stays the visits in both: mostly cell 8 when it is empty.
+    from muzero.factories import make_batched_selfplay
+
+    overrides = ["selfplay.search=numpy", "search.num_simulations=50", "selfplay.random_opening_moves=1"]
+    rng = np.random.default_rng(0)
+    for target in ("uniform", "visits"):
+        config = load_config(TICTACTOE, [*overrides, f"selfplay.random_move_policy_target={target}"])
+        selfplay = make_batched_selfplay(config, [OpenSpielEnvironment("tic_tac_toe") for _ in range(6)], None)
+        selfplay.play(OpeningBiasedNetwork(9), rng, moves=2)
+        for game in selfplay.games:
+            if target == "uniform":
+                np.testing.assert_allclose(game.child_visits[0], [1 / 9] * 9)
+            else:
+                assert game.child_visits[0][8] > 0.5, game.child_visits[0]
+            if game.history[0] != 8:
+                assert game.child_visits[1][8] > 0.5, game.child_visits[1]
+    # The reference's play_game: the same uniform opening target; a later move's visits sum to 1.
+    config = load_config(
+        TICTACTOE,
+        [*overrides, "search.num_simulations=10", "selfplay.random_move_policy_target=uniform"],
+    )
+    game = play_game(config, OpeningBiasedNetwork(9), OpenSpielEnvironment("tic_tac_toe"), rng)
+    np.testing.assert_allclose(game.child_visits[0], [1 / 9] * 9)
+    assert game.child_visits[0] != game.child_visits[1] and sum(game.child_visits[1]) == pytest.approx(1.0)
+
+
 def test_evaluation_play_is_not_randomised():
     # Greedy play takes the most visited move: cell 8 in all 10 games, random opening or not.
     config = load_config(
