@@ -103,9 +103,9 @@ class SearchConfig:
     # Gumbel's per-node rescale. 0: the pseudocode's (Gumbel: mctx's 1e-8), which stretches any range over [0, 1].
     min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
     # pUCT: the root's own evaluation (the network's value) counts as its first visit (mctx), so `ucb_score`'s prior
-    # term is live from the first simulation and the root's value averages it with the simulations'. False: the
-    # pseudocode's unvisited root, whose first simulation its tie rule spends on the largest legal action (every child
-    # scores 0; docs/choices.md). Gumbel's search ignores it.
+    # term is live from the first simulation and the root's value (stored for value targets and priorities) averages
+    # it with the simulations'. False: the pseudocode's unvisited root, whose first simulation its tie rule spends on
+    # the largest legal action (every child scores 0; docs/choices.md). Gumbel's search ignores it.
     count_root_evaluation: bool = False
     # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
     # node's value is from the point of view of the player to move there; its parent sees it negated when the other
@@ -154,12 +154,12 @@ class SelfPlayConfig:
     # from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
     # Every self-play move is a uniformly random legal move while the network playing has trained fewer than this
-    # many steps, as DQN starts. Self-play plays the network last published (every train.checkpoint_interval steps; on
-    # Ray, calls in flight keep theirs), so 1 means: until the first network published after step 0, the warm-up
-    # (replay.min_games) included. 0: off (the pseudocode).
+    # many steps, as DQN starts. Self-play plays the network last published (every train.checkpoint_interval steps;
+    # on Ray, calls in flight keep the one they were sent with), so 1 means: until the first network published after
+    # step 0, the warm-up (replay.min_games) included. 0: off (the pseudocode).
     random_moves_before_step: int = field(default=0, metadata=_range(min=0))
-    # The policy target of those random moves: "visits", the search's (it still runs), as any move's; "uniform" over
-    # the legal actions, so that an untrained search's lean (docs/choices.md) is not trained into the prior.
+    # The policy target of those random moves: "visits", the search's (Gumbel: its improved policy), as any move's;
+    # "uniform" over the legal actions, so an untrained search's lean is not trained in. Reanalyse replaces either.
     random_move_policy_target: str = field(default="visits", metadata=_range(choices=("visits", "uniform")))
     # With batched: a game in progress hands its moves to replay this many at a time (a segment, with the next
     # num_unroll_steps + td_steps moves for its targets), not only when it ends (docs/segments.md). 0: whole games.

@@ -169,34 +169,42 @@ def test_moves_are_random_until_the_network_has_trained_enough_steps():
 
 
 def test_random_moves_can_have_uniform_policy_targets():
-    # selfplay.random_move_policy_target: uniform, with one random opening move. The opening's policy
-    # target is uniform over tic-tac-toe's 9 empty cells (1/9 each). By default it is the search's
-    # visits, which the biased prior (0.9 on cell 8, 0.675 or more after the noise's 0.25 share) sends
-    # mostly to cell 8 with 50 simulations and values 0. The second move is the search's own, so its
-    # target stays the visits in both: mostly cell 8 when it is empty.
+    # selfplay.random_move_policy_target: uniform, with two random opening moves. The first move's
+    # policy target is uniform over tic-tac-toe's 9 empty cells (1/9 each), the second's over the 8
+    # left (1/8 each, 0 on the taken cell). By default the first is the search's visits, which go
+    # mostly to cell 8: the biased prior (0.9 on cell 8, 0.675 or more after the noise's 0.25
+    # share), the tie rule's first simulation (the largest action, 8) and the known bounds (a
+    # visited child's value 0 normalises to 0.5, an unvisited one scores 0) all favour it. The
+    # third move is the search's own, so its target stays the visits in both: mostly cell 8 when
+    # it is empty.
     from muzero.factories import make_batched_selfplay
 
-    overrides = ["selfplay.search=numpy", "search.num_simulations=50", "selfplay.random_opening_moves=1"]
+    overrides = ["selfplay.search=numpy", "search.num_simulations=50", "selfplay.random_opening_moves=2"]
+
+    def check(game, target):
+        if target == "uniform":
+            np.testing.assert_allclose(game.child_visits[0], [1 / 9] * 9)
+            second = np.full(9, 1 / 8)
+            second[game.history[0]] = 0.0
+            np.testing.assert_allclose(game.child_visits[1], second)
+        else:
+            assert game.child_visits[0][8] > 0.5, game.child_visits[0]
+        if 8 not in game.history[:2]:
+            assert game.child_visits[2][8] > 0.5, game.child_visits[2]
+
     rng = np.random.default_rng(0)
     for target in ("uniform", "visits"):
         config = load_config(TICTACTOE, [*overrides, f"selfplay.random_move_policy_target={target}"])
         selfplay = make_batched_selfplay(config, [OpenSpielEnvironment("tic_tac_toe") for _ in range(6)], None)
-        selfplay.play(OpeningBiasedNetwork(9), rng, moves=2)
+        selfplay.play(OpeningBiasedNetwork(9), rng, moves=3)
         for game in selfplay.games:
-            if target == "uniform":
-                np.testing.assert_allclose(game.child_visits[0], [1 / 9] * 9)
-            else:
-                assert game.child_visits[0][8] > 0.5, game.child_visits[0]
-            if game.history[0] != 8:
-                assert game.child_visits[1][8] > 0.5, game.child_visits[1]
-    # The reference's play_game: the same uniform opening target; a later move's visits sum to 1.
-    config = load_config(
-        TICTACTOE,
-        [*overrides, "search.num_simulations=10", "selfplay.random_move_policy_target=uniform"],
-    )
-    game = play_game(config, OpeningBiasedNetwork(9), OpenSpielEnvironment("tic_tac_toe"), rng)
-    np.testing.assert_allclose(game.child_visits[0], [1 / 9] * 9)
-    assert game.child_visits[0] != game.child_visits[1] and sum(game.child_visits[1]) == pytest.approx(1.0)
+            check(game, target)
+        # The reference's play_game, with 10 simulations.
+        small = load_config(
+            TICTACTOE, [*overrides, "search.num_simulations=10", f"selfplay.random_move_policy_target={target}"]
+        )
+        for _ in range(3):
+            check(play_game(small, OpeningBiasedNetwork(9), OpenSpielEnvironment("tic_tac_toe"), rng), target)
 
 
 def test_evaluation_play_is_not_randomised():
