@@ -102,16 +102,14 @@ class SearchConfig:
     # The smallest range Q-values are normalised over (EfficientZero's value_delta_max, 0.01): pUCT's `MinMaxStats`,
     # Gumbel's per-node rescale. 0: the pseudocode's (Gumbel: mctx's 1e-8), which stretches any range over [0, 1].
     min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
-    # pUCT: the root's own evaluation (the network's value) counts as its first visit (mctx), so `ucb_score`'s prior
-    # term is live from the first simulation and the root's value (stored for value targets and priorities) averages
-    # it with the simulations'. False: the pseudocode's unvisited root, whose first simulation its tie rule spends on
-    # the largest legal action (every child scores 0; docs/choices.md). Gumbel's search ignores it.
+    # pUCT (Gumbel ignores it): the root's network value counts as its first visit (mctx), so `ucb_score`'s prior term
+    # is live from the first simulation, and the root's value (stored for targets and priorities) averages it with the
+    # simulations'. False: the pseudocode's root, unvisited: its tie rule sends the first simulation to the last action.
     count_root_evaluation: bool = False
-    # Whose point of view values and rewards take when players alternate (a no-op with one player). "negamax": a
-    # node's value is from the point of view of the player to move there; its parent sees it negated when the other
-    # player moves there, and a reward (the mover's) enters the backup with the sign of the mover against the leaf's
-    # player. "pseudocode": child values and rewards used as they are (the pseudocode's backup `value = node.reward +
-    # discount * value`, which ignores whose reward it is).
+    # Whose point of view values and rewards take when players alternate (no-op with one player). "negamax": a node's
+    # value is the view of the player to move there, negated for its parent when the other player moves there; a
+    # reward (the mover's) enters the backup signed by the mover against the leaf's player. "pseudocode": as they are
+    # (the pseudocode's backup `value = node.reward + discount * value` ignores whose reward it is).
     two_player_rule: str = field(default="negamax", metadata=_range(choices=("negamax", "pseudocode")))
     # Temperature of the visit-count softmax that picks self-play moves (pseudocode
     # `visit_softmax_temperature_fn`), as data: below.
@@ -153,10 +151,9 @@ class SelfPlayConfig:
     # not collapse onto the few openings it trains on (tic-tac-toe: all draws; docs/boardgames.md). 0: every move
     # from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
-    # Every self-play move is a uniformly random legal move while the network playing has trained fewer than this
-    # many steps, as DQN starts. Self-play plays the network last published (every train.checkpoint_interval steps;
-    # on Ray, calls in flight keep the one they were sent with), so 1 means: until the first network published after
-    # step 0, the warm-up (replay.min_games) included. 0: off (the pseudocode).
+    # Every self-play move is uniformly random while the network playing has trained fewer than this many steps, as
+    # DQN starts; that network is the last published (train.checkpoint_interval; on Ray, the one a call was sent with),
+    # so 1 means until the first network published after step 0, the warm-up included. 0: off (the pseudocode).
     random_moves_before_step: int = field(default=0, metadata=_range(min=0))
     # The policy target of those random moves: "visits", the search's (Gumbel: its improved policy), as any move's;
     # "uniform" over the legal actions, so an untrained search's lean is not trained in. Reanalyse replaces either.
@@ -203,6 +200,9 @@ class NetworkConfig:
     # For train.consistency_loss_weight. 0: the hidden states compared directly (centred cosine).
     # n > 0: EfficientZero's SimSiam heads, a projection to n units and a prediction head on the dynamics' side.
     projection_size: int = field(default=0, metadata=_range(min=0))
+    # Not in MuZero: the reward, value and policy heads' output layers start at zero (EfficientZero's init_zero, on in
+    # its Atari config), so an untrained network says value 0, reward 0 and a uniform prior. false: Keras's default.
+    init_zero: bool = False
 
 
 @dataclass(frozen=True)

@@ -79,3 +79,34 @@ def test_uniform_network():
     assert out.value.tolist() == [0.0, 0.0] and out.reward.tolist() == [0.0, 0.0]
     assert network.recurrent_inference(out.hidden_state, np.array([0, 2])).value.tolist() == [0.0, 0.0]
     assert network.training_steps() == 0
+
+
+@pytest.mark.parametrize("value_prefix", [False, True])
+def test_init_zero_heads_start_at_value_0_reward_0_and_a_uniform_prior(value_prefix):
+    # network.init_zero: the reward, value and policy heads' output layers start at zero, so each of
+    # their logits is 0: the policy softmax is 1/3 on each of 3 actions, and the value and reward
+    # supports over -5..5 are uniform, whose mean is 0, and h^-1(0) = 0. (With value prefix the reward
+    # is the prefix, 0, minus the parent's, 0.) The hidden state keeps Keras's default: each sample
+    # min-max scaled, 0 and 1 at its extremes.
+    net = NetworkConfig(
+        hidden_state_size=8, hidden_layers=(16,), support_size=5, init_zero=True, value_prefix=value_prefix
+    )
+    network = MLPNetwork(net, action_space_size=3, observation_size=4)
+    observations = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    for copy in (network, network.published_network()):  # the learner's and self-play's numpy copy
+        output = copy.initial_inference(observations)
+        recurrent = copy.recurrent_inference(output.hidden_state, np.array([0, 1, 2, 0, 1]))
+        for out in (output, recurrent):
+            assert not np.asarray(out.policy_logits).any() and np.asarray(out.value).tolist() == [0.0] * 5
+            assert np.asarray(out.hidden_state)[:, :8].max(axis=1).tolist() == [1.0] * 5
+        assert np.asarray(recurrent.reward).tolist() == [0.0] * 5
+    # Training moves the zero layers: the value's cross-entropy gradient on its output kernel is
+    # hidden^T (softmax - target), and softmax (1/11 each) differs from a one-hot target.
+    state = tf.constant(np.asarray(output.hidden_state)[:, :8])
+    with tf.GradientTape() as tape:
+        logits = network.prediction(state)["value"]
+        loss = tf.nn.softmax_cross_entropy_with_logits(tf.one_hot([7] * 5, 11), logits)
+    assert np.abs(tape.gradient(loss, network.prediction.get_layer("value").kernel).numpy()).sum() > 0
+    # Keras's default (the option off): logits not all 0.
+    default = MLPNetwork(NetworkConfig(hidden_state_size=8, hidden_layers=(16,), support_size=5), 3, 4)
+    assert np.asarray(default.initial_inference(observations).policy_logits).any()

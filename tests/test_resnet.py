@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -178,3 +180,20 @@ def test_a_mirrored_board_observation_is_the_mirrored_image():
     mirrored = board_image(tf.constant(flat[None, list(mirror.observation)]), (3, 6, 7)).numpy()[0]
     np.testing.assert_array_equal(mirrored, image[:, ::-1, :])
     assert not np.array_equal(image, image[:, ::-1, :])
+
+
+def test_init_zero_heads_start_at_value_0_reward_0_and_a_uniform_prior():
+    # network.init_zero on the resnet: every value, reward and policy logit is 0 before training, so
+    # the value and reward (the mean over -300..300 of a uniform support, h^-1(0)) are 0 and the prior
+    # is 1/18 on each action; the hidden state is still min-max scaled into [0, 1] (_check_outputs).
+    config = _config(planes=8, blocks=1)
+    config = config.replace(network=dataclasses.replace(config.network, init_zero=True))
+    network = make_run_network(config, ATARI_SPEC)
+    _check_outputs(network, planes=8, batch=2)
+    output = network.initial_inference(_images(2))
+    recurrent = network.recurrent_inference(output.hidden_state, np.array([3, 17]))
+    for out in (output, recurrent):
+        assert not np.asarray(out.policy_logits).any() and not np.asarray(out.value_logits).any()
+        np.testing.assert_allclose(out.value, 0.0, atol=1e-4)  # float32's sum over 601 bins: 3e-5 here
+    assert not np.asarray(recurrent.reward_logits).any()
+    np.testing.assert_allclose(recurrent.reward, 0.0, atol=1e-4)

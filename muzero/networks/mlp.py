@@ -27,21 +27,33 @@ from muzero.support import num_bins
 
 
 def _mlp(
-    name: str, input_size: int, hidden_layers, activation: str, heads: dict[str, int], lstm_units: int = 0
+    name: str,
+    input_size: int,
+    hidden_layers,
+    activation: str,
+    heads: dict[str, int],
+    lstm_units: int = 0,
+    init_zero: bool = False,
 ) -> keras.Model:
     """Hidden layers, then one Dense per head; with `lstm_units` u > 0 (the value-prefix dynamics),
     a second input "lstm_state" [2u], an LSTM cell over the last hidden layer, the "reward" head on
-    its output, and the new "lstm_state" output."""
+    its output, and the new "lstm_state" output. `init_zero` (`network.init_zero`): the reward,
+    value and policy heads start at zero (the hidden state's output keeps Keras's default)."""
     inputs = keras.Input((input_size,), name=f"{name}_input")
     x = inputs
     for i, width in enumerate(hidden_layers):
         x = keras.layers.Dense(width, activation=activation, name=f"hidden_{i}")(x)
+
+    def dense(head: str, size: int):
+        zero = init_zero and head != "state"
+        return keras.layers.Dense(size, name=head, kernel_initializer="zeros" if zero else "glorot_uniform")
+
     if lstm_units == 0:
-        outputs = {head: keras.layers.Dense(size, name=head)(x) for head, size in heads.items()}
+        outputs = {head: dense(head, size)(x) for head, size in heads.items()}
         return keras.Model(inputs, outputs, name=name)
     lstm_input = keras.Input((2 * lstm_units,), name="lstm_state")
     h, lstm_state = lstm_cell(x, lstm_input, lstm_units)
-    outputs = {head: keras.layers.Dense(size, name=head)(h if head == "reward" else x) for head, size in heads.items()}
+    outputs = {head: dense(head, size)(h if head == "reward" else x) for head, size in heads.items()}
     return keras.Model([inputs, lstm_input], {**outputs, "lstm_state": lstm_state}, name=name)
 
 
@@ -73,10 +85,10 @@ class MLPNetwork(KerasNetwork):
             net.activation,
             {"state": size, "reward": bins},
             net.lstm_hidden_size if net.value_prefix else 0,
+            net.init_zero,
         )
-        self.prediction = _mlp(
-            "prediction", size, net.hidden_layers, net.activation, {"policy": self.action_space_size, "value": bins}
-        )
+        heads = {"policy": self.action_space_size, "value": bins}
+        self.prediction = _mlp("prediction", size, net.hidden_layers, net.activation, heads, init_zero=net.init_zero)
         self.steps = 0
         if net.value_prefix:
             self._enable_value_prefix(net.lstm_hidden_size, net.value_prefix_horizon)

@@ -52,8 +52,9 @@ def scale_hidden_state_planes(state: tf.Tensor) -> tf.Tensor:
 class _Builder:
     """Layers with unique names, in the run's dtype policy (float32 or mixed_bfloat16)."""
 
-    def __init__(self, dtype: str):
+    def __init__(self, dtype: str, init_zero: bool = False):
         self.dtype = dtype
+        self.init_zero = init_zero  # `network.init_zero`: the heads' output layers start at zero
 
     def conv(self, x, planes: int, name: str, kernel: int = 3, strides: int = 1):
         return keras.layers.Conv2D(
@@ -88,7 +89,8 @@ class _Builder:
         for i, width in enumerate(hidden_layers):
             x = keras.layers.Dense(width, activation="relu", name=f"{name}_hidden_{i}", dtype=self.dtype)(x)
         # Logits in float32 whatever the compute dtype: the losses need the precision.
-        logits = keras.layers.Dense(outputs, name=name, dtype="float32")(x)
+        kernel = "zeros" if self.init_zero else "glorot_uniform"
+        logits = keras.layers.Dense(outputs, name=name, dtype="float32", kernel_initializer=kernel)(x)
         return logits if lstm is None else (logits, lstm_state)
 
 
@@ -152,7 +154,7 @@ class ResNetwork(KerasNetwork):
             self.image_shape = observation_image
         bins = num_bins(net.support_size)
         planes = net.planes
-        build = _Builder("mixed_bfloat16" if mixed_precision else "float32")
+        build = _Builder("mixed_bfloat16" if mixed_precision else "float32", net.init_zero)
 
         image = keras.Input(self.image_shape, name="image")
         x = downsample(build, image, planes) if net.downsample else build.conv_bn_relu(image, planes, "stem")
