@@ -5,10 +5,12 @@
 Reads the replay buffer saved with the run's newest complete checkpoint (no network) and cuts
 its games, oldest first, into `--slices` runs of consecutive games. For each slice: its games
 and moves, the mean return of its games, the share of each action among the moves played,
-and each action's mean share of the root's policy targets (`child_visits`: the visit shares
-of pUCT, Gumbel's improved policy). Where the returns stand still, the shares show whether
+each action's mean share of the root's policy targets (`child_visits`: the visit shares
+of pUCT, Gumbel's improved policy), and the mean of the searches' root values (the values
+bootstrapped into value targets). Where the returns stand still, the shares show whether
 self-play explored: moves spread over the actions as a random policy's would, or drawn to a
-few of them. docs/sample_efficiency.md quotes it for Freeway.
+few of them; and root values far from the returns show values made up by the network.
+docs/sample_efficiency.md quotes it for Freeway.
 """
 
 from __future__ import annotations
@@ -27,14 +29,16 @@ def action_rows(games: list, action_space_size: int, slices: int) -> list[dict]:
     """One row per slice of `games`, consecutive runs of them as `np.array_split` cuts them.
 
     Args:
-      games: stored games (`muzero.game.Game`: `history`, `rewards`, `child_visits`), oldest first.
+      games: stored games (`muzero.game.Game`: `history`, `rewards`, `child_visits`,
+        `root_values`), oldest first.
       action_space_size: the game's actions.
       slices: how many runs of games (one per game when there are fewer games).
 
     Returns:
       Per slice: "games" (its first and last index), "moves", "return" (mean over its games),
       "played" [action_space_size] (each action's share of the moves) and "visits"
-      [action_space_size] (each action's mean share of the root's policy targets).
+      [action_space_size] (each action's mean share of the root's policy targets) and
+      "root value" (the mean over its moves).
     """
     rows = []
     for part in np.array_split(np.arange(len(games)), min(slices, len(games))):
@@ -48,6 +52,7 @@ def action_rows(games: list, action_space_size: int, slices: int) -> list[dict]:
                 "return": float(np.mean([sum(game.rewards) for game in chosen])),
                 "played": np.bincount(actions, minlength=action_space_size) / len(actions),
                 "visits": visits.mean(axis=0),
+                "root value": float(np.mean(np.concatenate([game.root_values for game in chosen]))),
             }
         )
     return rows
@@ -98,11 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     names = (
         " | ".join(f"played {a}" for a in range(actions)) + " | " + " | ".join(f"visits {a}" for a in range(actions))
     )
-    print(f"| games | moves | mean return | {names} |")
-    print("| --- " * (3 + 2 * actions) + "|")
+    print(f"| games | moves | mean return | {names} | root value |")
+    print("| --- " * (4 + 2 * actions) + "|")
     for row in action_rows(games, actions, args.slices):
         shares = " | ".join(f"{x:.3f}" for x in (*row["played"], *row["visits"]))
-        print(f"| {row['games'][0]}-{row['games'][1]} | {row['moves']:,} | {row['return']:.2f} | {shares} |")
+        first, last = row["games"]
+        print(f"| {first}-{last} | {row['moves']:,} | {row['return']:.2f} | {shares} | {row['root value']:.3f} |")
 
 
 if __name__ == "__main__":

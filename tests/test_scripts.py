@@ -455,14 +455,18 @@ def test_probe_actions_rows_by_hand():
 
     probe = load_script("probe_actions")
     games = [
-        Game(history=[0, 1, 1], rewards=[0, 1, 0], child_visits=[[0.5, 0.5], [0.25, 0.75], [0, 1]]),
-        Game(history=[1], rewards=[2], child_visits=[[1, 0]]),
-        Game(history=[0, 0], rewards=[0, 0], child_visits=[[1, 0], [1, 0]]),
+        Game(
+            history=[0, 1, 1], rewards=[0, 1, 0], child_visits=[[0.5, 0.5], [0.25, 0.75], [0, 1]], root_values=[1, 2, 3]
+        ),
+        Game(history=[1], rewards=[2], child_visits=[[1, 0]], root_values=[-2]),
+        Game(history=[0, 0], rewards=[0, 0], child_visits=[[1, 0], [1, 0]], root_values=[0.5, 0.25]),
     ]
     first, second = probe.action_rows(games, 2, slices=2)
     # 3 games in 2 slices: games 0-1, then game 2. The first: 4 moves, actions 0, 1, 1, 1 (a quarter
-    # and three quarters), returns 1 and 2 (mean 1.5), visits to action 0 (0.5 + 0.25 + 0 + 1) / 4.
+    # and three quarters), returns 1 and 2 (mean 1.5), visits to action 0 (0.5 + 0.25 + 0 + 1) / 4,
+    # root values (1 + 2 + 3 - 2) / 4 = 1 over its moves; the second's (0.5 + 0.25) / 2.
     assert first["games"] == (0, 1) and first["moves"] == 4 and first["return"] == pytest.approx(1.5)
+    assert first["root value"] == pytest.approx(1.0) and second["root value"] == pytest.approx(0.375)
     np.testing.assert_allclose(first["played"], [0.25, 0.75])
     np.testing.assert_allclose(first["visits"], [0.4375, 0.5625])
     assert second["games"] == (2, 2) and second["moves"] == 2 and second["return"] == 0.0
@@ -477,7 +481,7 @@ def test_probe_actions_reads_a_run(tiny_run, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"{tiny_run} at training step 30:")
     # CartPole's 2 actions: a header, its rule and 2 rows whose shares of moves sum to 1.
-    assert lines[1] == "| games | moves | mean return | played 0 | played 1 | visits 0 | visits 1 |"
+    assert lines[1] == "| games | moves | mean return | played 0 | played 1 | visits 0 | visits 1 | root value |"
     rows = [line.split(" | ") for line in lines[3:]]
     assert len(rows) == 2 and all(float(r[3]) + float(r[4]) == pytest.approx(1.0, abs=2e-3) for r in rows)
     # A folder without a checkpoint: argparse's one line and status 2.
