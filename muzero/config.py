@@ -1,9 +1,8 @@
 """Typed configuration: the pseudocode's `MuZeroConfig`, grouped by section.
 
-The fields carry the pseudocode's names (`num_simulations`, `pb_c_base`, `td_steps`,
-...). YAML files map onto these frozen dataclasses through `muzero.config_io`, which
-validates every key. This module imports no TensorFlow, so bad input is reported
-before any heavy import happens.
+The fields carry the pseudocode's names (`num_simulations`, `pb_c_base`, `td_steps`, ...). YAML files map onto these
+frozen dataclasses through `muzero.config_io`, which validates every key. This module imports no TensorFlow, so bad
+input is reported before any heavy import happens.
 
 Each field may carry `metadata` with a closed range ("min"/"max", inclusive, or "gt" for a strict lower bound) or "choices".
 """
@@ -63,11 +62,7 @@ class TemperatureSchedule:
     by: str = field(default="training_steps", metadata=_range(choices=("training_steps", "num_moves")))
     # [threshold, temperature] pairs in order: the first threshold that is null or above the counter gives the
     # temperature; 0 plays the most visited action.
-    schedule: tuple[tuple[int | None, float], ...] = (
-        (500_000, 1.0),
-        (750_000, 0.5),
-        (None, 0.25),
-    )
+    schedule: tuple[tuple[int | None, float], ...] = ((500_000, 1.0), (750_000, 0.5), (None, 0.25))
 
 
 def visit_softmax_temperature(schedule: TemperatureSchedule, num_moves: int, training_steps: int) -> float:
@@ -103,8 +98,9 @@ class SearchConfig:
     # Gumbel's per-node rescale. 0: the pseudocode's (Gumbel: mctx's 1e-8), which stretches any range over [0, 1].
     min_value_range: float = field(default=0.0, metadata=_range(min=0.0))
     # pUCT (Gumbel ignores it): the root's network value counts as its first visit (mctx), so `ucb_score`'s prior term
-    # is live from the first simulation, and the root's value (stored for targets and priorities) averages it with the
-    # simulations'. False: the pseudocode's root, unvisited: its tie rule sends the first simulation to the last action.
+    # is live from the first simulation, and the root's value (stored for value targets and priorities) averages it
+    # with the simulations'. False: the pseudocode's root, unvisited: every child scores 0 in the first simulation, and
+    # its tie rule spends it on the largest legal action (docs/choices.md).
     count_root_evaluation: bool = False
     # Whose point of view values and rewards take when players alternate (no-op with one player). "negamax": a node's
     # value is the view of the player to move there, negated for its parent when the other player moves there; a
@@ -151,9 +147,10 @@ class SelfPlayConfig:
     # not collapse onto the few openings it trains on (tic-tac-toe: all draws; docs/boardgames.md). 0: every move
     # from the search, as in the pseudocode.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
-    # Every self-play move is uniformly random while the network playing has trained fewer than this many steps, as
-    # DQN starts; that network is the last published (train.checkpoint_interval; on Ray, the one a call was sent with),
-    # so 1 means until the first network published after step 0, the warm-up included. 0: off (the pseudocode).
+    # Every self-play move is a uniformly random legal move while the network playing has trained fewer than this many
+    # steps, as DQN starts; that network is the last published (train.checkpoint_interval; on Ray, the one a call was
+    # sent with), so 1 means until the first network published after step 0, the warm-up (replay.min_games) included.
+    # 0: off (the pseudocode).
     random_moves_before_step: int = field(default=0, metadata=_range(min=0))
     # The policy target of those random moves: "visits", the search's (Gumbel: its improved policy), as any move's;
     # "uniform" over the legal actions, so an untrained search's lean is not trained in. Reanalyse replaces either.

@@ -6,8 +6,8 @@ Reads the replay buffer saved with the run's newest complete checkpoint (no netw
 its games, oldest first, into `--slices` runs of consecutive games. For each slice: its games
 and moves, the mean return of its games, the share of each action among the moves played,
 each action's mean share of the root's policy targets (`child_visits`: the visit shares
-of pUCT, Gumbel's improved policy), and the mean of the searches' root values (the values
-bootstrapped into value targets). Where the returns stand still, the shares show whether
+of pUCT, Gumbel's improved policy), and the mean of the searches' root values (what value
+targets bootstrap from, without Reanalyse; in two-player games each from its mover's side). Where the returns stand still, the shares show whether
 self-play explored: moves spread over the actions as a random policy's would, or drawn to a
 few of them; and root values far from the returns show values made up by the network.
 docs/sample_efficiency.md quotes it for Freeway.
