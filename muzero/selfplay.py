@@ -44,9 +44,10 @@ def play_game(
             config.selfplay.random_opening_moves,
             config.selfplay.random_moves_before_step,
         ):
-            action = int(rng.choice(game.legal_actions()))
+            legal = game.legal_actions()
+            action = int(rng.choice(legal))
             if config.selfplay.random_move_policy_target == "uniform":
-                policy = np.isin(np.arange(config.action_space_size), game.legal_actions()) / len(game.legal_actions())
+                policy = np.isin(np.arange(config.action_space_size), legal) / len(legal)
         game.apply(action)
         game.store_search_statistics(root, policy)
     game.environment = None

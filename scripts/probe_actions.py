@@ -7,10 +7,10 @@ its games, oldest first, into `--slices` runs of consecutive games. For each sli
 and moves, the mean return of its games, the share of each action among the moves played,
 each action's mean share of the root's policy targets (`child_visits`: the visit shares
 of pUCT, Gumbel's improved policy), and the mean of the searches' root values (what value
-targets bootstrap from, without Reanalyse; in two-player games each from its mover's side). Where the returns stand still, the shares show whether
-self-play explored: moves spread over the actions as a random policy's would, or drawn to a
-few of them; and root values far from the returns show values made up by the network.
-docs/sample_efficiency.md quotes it for Freeway.
+targets bootstrap from without Reanalyse; in two-player games, each from its mover's side).
+Where the returns stand still, the shares show whether self-play explored: moves spread over
+the actions as a random policy's would, or drawn to a few of them; and root values far from
+the returns show values the network made up. docs/sample_efficiency.md quotes it for Freeway.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def action_rows(games: list, action_space_size: int, slices: int) -> list[dict]:
 
     Returns:
       Per slice: "games" (its first and last index), "moves", "return" (mean over its games),
-      "played" [action_space_size] (each action's share of the moves) and "visits"
+      "played" [action_space_size] (each action's share of the moves), "visits"
       [action_space_size] (each action's mean share of the root's policy targets) and
       "root value" (the mean over its moves).
     """
