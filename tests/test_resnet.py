@@ -194,6 +194,6 @@ def test_init_zero_heads_start_at_value_0_reward_0_and_a_uniform_prior():
     recurrent = network.recurrent_inference(output.hidden_state, np.array([3, 17]))
     for out in (output, recurrent):
         assert not np.asarray(out.policy_logits).any() and not np.asarray(out.value_logits).any()
-        np.testing.assert_allclose(out.value, 0.0, atol=1e-4)  # float32's sum over 601 bins: 3e-5 here
+        np.testing.assert_allclose(out.value, 0.0, atol=1e-4)  # float32's rounding: 3e-5 here
     assert not np.asarray(recurrent.reward_logits).any()
     np.testing.assert_allclose(recurrent.reward, 0.0, atol=1e-4)
