@@ -88,6 +88,10 @@ OTHERS = {
     # baseline's): three times the baseline's training steps per environment step, the decay per
     # environment step kept again. It costs wall time in proportion on 2 cores.
     "more_training_x3": ["train.steps_per_move=0.3", "train.lr_decay_steps=150000"],
+    # EfficientZero's zeroed output layers (value, reward, policy) with the floor they need: an
+    # untrained network then says value 0 and a uniform prior, where Keras's initialisation makes
+    # up values that stay in replay (Freeway crossed only with both: docs/sample_efficiency.md).
+    "init_zero": ["network.init_zero=true", "search.min_value_range=0.01"],
 }
 # Cells that explain another cell's result, not options of their own (not in `together`).
 DIAGNOSTICS = {
