@@ -627,3 +627,49 @@ def test_probe_value_bootstraps_from_the_target_network(tictactoe_tiny_run, monk
     # before the game ends; a move that ends the game gets its reward alone (+1 win, 0 draw).
     assert set(targets.tolist()) <= {-0.3, 0.0, 1.0}
     assert (targets == -0.3).any()
+
+
+def test_probe_greedy_rules_by_hand():
+    probe = load_script("probe_greedy")
+    rng = np.random.default_rng(0)
+    legal = np.array([True, True, True, False])
+    # Visits 5, 5, 3 and 9 on an illegal action: the top legal count 5 is shared by actions 0 and 1.
+    counts = np.array([5, 5, 3, 9])
+    assert probe.tie_counts(counts, legal) == (True, 1)  # `larger` takes 1, the larger of the two
+    assert probe.pick(counts, legal, "larger", 0.0, rng) == 1
+    assert {probe.pick(counts, legal, "random_ties", 0.0, rng) for _ in range(50)} == {0, 1}
+    # No tie: 6 > 5 > 3, so both tie rules take action 0.
+    counts = np.array([6, 5, 3, 9])
+    assert probe.tie_counts(counts, legal) == (False, 0)
+    assert probe.pick(counts, legal, "random_ties", 0.0, rng) == 0
+    # Temperature 1: p = N / sum N over the legal actions, (6, 5, 3) / 14; 7,000 draws land within
+    # 4 standard errors (sqrt(p (1 - p) / 7000) <= 0.006) of it, and never on the illegal action.
+    draws = np.bincount([probe.pick(counts, legal, "temperature", 1.0, rng) for _ in range(7000)], minlength=4)
+    np.testing.assert_allclose(draws / 7000, [6 / 14, 5 / 14, 3 / 14, 0], atol=0.024)
+    # Temperature 0.25: p ∝ N^4, 1296 : 625 : 81, so action 0 takes 1296 / 2002 = 0.647.
+    draws = [probe.pick(counts, legal, "temperature", 0.25, rng) for _ in range(7000)]
+    assert np.mean(np.array(draws) == 0) == pytest.approx(1296 / 2002, abs=0.023)
+
+
+def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
+    probe = load_script("probe_greedy")
+    probe.main(["--run", str(tiny_run), "--episodes", "2", "--moves", "5", "--rules", "larger", "selfplay"])
+    lines = capsys.readouterr().out.splitlines()
+    # One line per rule; CartPole lasts 8 moves or more, so 2 games x 5 moves = 10 searches each,
+    # and a reward of 1 a move: a return of 5 in each game.
+    assert [line.split(" (")[0] for line in lines] == ["larger", "selfplay"]
+    for line in lines:
+        assert "checkpoint at step 30" in line and "return 5.00 (std 0.00, 2 games)" in line
+        assert "of 10 searches" in line
+        shares = line.split("moves per action ")[1].split(" |")[0].split(" / ")
+        assert float(shares[0]) + float(shares[1]) == pytest.approx(1.0)
+    # Bad input: argparse's one line and status 2.
+    for argv, message in (
+        (["--run", str(tmp_path)], "config.yaml: file not found"),
+        (["--run", str(tiny_run), "--rules", "argmax"], "--rules: unknown rule 'argmax'"),
+        (["--run", str(tiny_run), "--rules", "temperature:x"], "--rules: unknown rule 'temperature:x'"),
+        (["--run", str(tiny_run), "--moves", "0"], "--moves: expected at least 1, got 0"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            probe.main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -1,0 +1,165 @@
+"""How a trained run's moves are chosen from its searches: ties at the top, and what other rules score.
+
+    python scripts/probe_greedy.py --run runs/freeway_500k [--episodes 8] [--moves 1000] \\
+        [--rules larger random_ties temperature:0.25 selfplay]
+
+Plays `--episodes` games side by side with the run's newest complete checkpoint and the
+run's own batched search (`make_run_searcher`), once for each rule that picks the move from
+a root's visit counts, on the same environment seeds:
+
+* `larger`: the most visited action, ties to the larger action. This is evaluation's rule
+  (`softmax_sample` at temperature 0: the pseudocode's `max` over (count, action) pairs).
+* `random_ties`: the most visited action, ties drawn uniformly among the tied ones.
+* `temperature:T`: sampled with probability proportional to N^(1/T), no root noise.
+* `selfplay`: as self-play at the checkpoint's training step: the root's exploration noise,
+  then sampled at the config's temperature (`search.visit_softmax_temperature`).
+
+Per rule it prints the mean return (and its standard deviation over the episodes), each
+action's share of the moves played, the share of searches whose largest visit count was
+shared by two or more actions, and how often `larger` would pick each action at such a tie.
+A game is cut after `--moves` moves (Freeway's timer ends it at 2,500); the return counts the
+rewards until then. Why: greedy play takes the most visited action, and with few simulations
+over few actions, visit counts tie often, so the rule that breaks ties can decide the moves.
+docs/sample_efficiency.md quotes it for Freeway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ("larger", "random_ties", "selfplay")
+
+
+def pick(counts: np.ndarray, legal: np.ndarray, rule: str, temperature: float, rng: np.random.Generator) -> int:
+    """The move a rule picks from one root's visit counts [A] over its legal actions [A] bool.
+
+    Why: `larger` is evaluation's own choice; the others tell whether its tie rule or the
+    absence of sampling is what greedy play pays for.
+    """
+    legal_actions = np.flatnonzero(legal)
+    visits = counts[legal_actions].astype(np.float64)
+    if rule in ("larger", "random_ties"):
+        top = legal_actions[visits == visits.max()]
+        return int(top[-1]) if rule == "larger" else int(rng.choice(top))
+    # p ∝ N^(1/T) in log space, as `softmax_sample`; an all-zero row samples uniformly.
+    logits = np.where(visits > 0, np.log(np.maximum(visits, 1e-300)) / temperature, -np.inf)
+    if not np.isfinite(logits).any():
+        return int(rng.choice(legal_actions))
+    p = np.exp(logits - logits.max())
+    return int(legal_actions[rng.choice(len(legal_actions), p=p / p.sum())])
+
+
+def tie_counts(counts: np.ndarray, legal: np.ndarray) -> tuple[bool, int]:
+    """(whether the largest visit count over the legal actions is shared, the action `larger` takes)."""
+    legal_actions = np.flatnonzero(legal)
+    visits = counts[legal_actions]
+    top = legal_actions[visits == visits.max()]
+    return len(top) > 1, int(top[-1])
+
+
+def positive(text: str) -> bool:
+    """Whether `text` reads as a number above 0 (a temperature)."""
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
+def play(run_dir: Path, rule: str, episodes: int, moves: int, seed: int) -> dict:
+    """Plays `episodes` games of at most `moves` moves under `rule`; returns their statistics:
+    "returns" [episodes], "played" [A] moves per action, "searches", "ties" (searches whose top
+    count was shared) and "tie_picks" [A] (the action `larger` takes at those ties)."""
+    from muzero.config import visit_softmax_temperature
+    from muzero.envs import make_environments
+    from muzero.evaluation import load_run
+    from muzero.factories import make_run_searcher
+    from muzero.game import Game
+    from muzero.selfplay import search_games
+
+    config, spec, network, step = load_run(run_dir)
+    if config.search.algorithm == "gumbel":  # Gumbel MuZero picks its own move, not from the counts
+        raise ValueError(f"{run_dir}: search.algorithm is gumbel; this probe reads pUCT's visit counts")
+    searcher = make_run_searcher(config, spec, episodes)
+    bound = searcher.bind(network)
+    environments = make_environments(config.game, episodes, seed)
+    g = config.game
+    games = [Game(g.action_space_size, g.discount, env, g.stacked_frames) for env in environments]
+    rng = np.random.default_rng(seed)
+    actions = g.action_space_size
+    stats = {"played": np.zeros(actions, np.int64), "tie_picks": np.zeros(actions, np.int64), "searches": 0, "ties": 0}
+    rewards = np.zeros(episodes)
+    open_rows = list(range(episodes))
+    for _ in range(moves):
+        live = [games[i] for i in open_rows]
+        noise_rng = rng if rule == "selfplay" else None
+        result, legal = search_games(searcher, bound, live, noise_rng, config.search)
+        for row, (i, game) in enumerate(zip(open_rows, live)):
+            counts = result.visit_counts[row]
+            tied, larger = tie_counts(counts, legal[row])
+            stats["searches"] += 1
+            if tied:
+                stats["ties"] += 1
+                stats["tie_picks"][larger] += 1
+            if rule == "selfplay":
+                temperature = visit_softmax_temperature(
+                    config.search.visit_softmax_temperature, len(game.history), step
+                )
+                action = pick(counts, legal[row], "temperature", temperature, rng) if temperature else larger
+            elif rule.startswith("temperature:"):
+                action = pick(counts, legal[row], "temperature", float(rule.split(":")[1]), rng)
+            else:
+                action = pick(counts, legal[row], rule, 0.0, rng)
+            game.apply(action)
+            stats["played"][action] += 1
+            rewards[i] += game.rewards[-1]
+        open_rows = [i for i in open_rows if not games[i].terminal()]
+        if not open_rows:
+            break
+    return {**stats, "returns": rewards, "step": step}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, required=True, help="a run folder with a complete checkpoint")
+    parser.add_argument("--episodes", type=int, default=8, help="games played side by side per rule")
+    parser.add_argument("--moves", type=int, default=1000, help="moves per game at most")
+    parser.add_argument("--rules", nargs="+", default=list(RULES), help="larger, random_ties, temperature:T, selfplay")
+    parser.add_argument("--seed", type=int, default=12345, help="environment and sampling seed (evaluation's)")
+    args = parser.parse_args(argv)
+    for name in ("episodes", "moves"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}: expected at least 1, got {getattr(args, name)}")
+    for rule in args.rules:
+        if rule not in RULES and not (rule.startswith("temperature:") and positive(rule.split(":", 1)[1])):
+            parser.error(f"--rules: unknown rule {rule!r} (larger, random_ties, temperature:T with T > 0, selfplay)")
+    sys.path.insert(0, str(ROOT))
+    from muzero.tf_runtime import load_tensorflow
+
+    load_tensorflow()
+    from muzero.checkpoints import CheckpointError
+    from muzero.config_io import ConfigError
+
+    for rule in args.rules:
+        try:
+            s = play(args.run, rule, args.episodes, args.moves, args.seed)
+        except (CheckpointError, ConfigError, ValueError) as error:  # each names its file
+            parser.error(str(error))
+        played = s["played"] / max(s["played"].sum(), 1)
+        picks = s["tie_picks"] / max(s["ties"], 1)
+        print(
+            f"{rule} (checkpoint at step {s['step']}): return {s['returns'].mean():.2f} "
+            f"(std {s['returns'].std():.2f}, {len(s['returns'])} games) | moves per action "
+            + " / ".join(f"{p:.3f}" for p in played)
+            + f" | top count tied in {s['ties'] / max(s['searches'], 1):.3f} of {s['searches']} searches;"
+            " `larger` picks there " + " / ".join(f"{p:.3f}" for p in picks),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
