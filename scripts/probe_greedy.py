@@ -1,16 +1,18 @@
 """How a trained run's moves are chosen from its searches: ties at the top, and what other rules score.
 
     python scripts/probe_greedy.py --run runs/freeway_500k [--episodes 8] [--moves 1000] \\
-        [--rules larger random_ties temperature:0.25 selfplay]
+        [--rules larger random_ties temperature:0.25 noise selfplay] [--simulations 50]
 
-Plays `--episodes` games side by side with the run's newest complete checkpoint and the
-run's own batched search (`make_run_searcher`), once for each rule that picks the move from
-a root's visit counts, on the same environment seeds:
+Plays `--episodes` games side by side with the run's newest complete checkpoint (read once,
+so every rule plays the same network) and the run's own batched search (`make_run_searcher`;
+`--simulations` replaces its budget), once for each rule that picks the move from a root's
+visit counts, on the same environment seeds:
 
 * `larger`: the most visited action, ties to the larger action. This is evaluation's rule
   (`softmax_sample` at temperature 0: the pseudocode's `max` over (count, action) pairs).
 * `random_ties`: the most visited action, ties drawn uniformly among the tied ones.
 * `temperature:T`: sampled with probability proportional to N^(1/T), no root noise.
+* `noise`: self-play's exploration noise at the root, then the most visited (ties larger).
 * `selfplay`: as self-play at the checkpoint's training step: the root's exploration noise,
   then sampled at the config's temperature (`search.visit_softmax_temperature`).
 
@@ -32,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-RULES = ("larger", "random_ties", "selfplay")
+RULES = ("larger", "random_ties", "noise", "selfplay")
 
 
 def pick(counts: np.ndarray, legal: np.ndarray, rule: str, temperature: float, rng: np.random.Generator) -> int:
@@ -70,20 +72,27 @@ def positive(text: str) -> bool:
         return False
 
 
-def play(run_dir: Path, rule: str, episodes: int, moves: int, seed: int) -> dict:
-    """Plays `episodes` games of at most `moves` moves under `rule`; returns their statistics:
-    "returns" [episodes], "played" [A] moves per action, "searches", "ties" (searches whose top
-    count was shared) and "tie_picks" [A] (the action `larger` takes at those ties)."""
+def load(run_dir: Path, simulations: int | None) -> tuple:
+    """(config, spec, network as self-play runs it, training step) of the run's newest checkpoint."""
+    from muzero.evaluation import load_run
+
+    loaded = load_run(run_dir, simulations)
+    if loaded[0].search.algorithm == "gumbel":  # Gumbel MuZero picks its own move, not from the counts
+        raise ValueError(f"{run_dir}: search.algorithm is gumbel; this probe reads pUCT's visit counts")
+    return loaded
+
+
+def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict:
+    """Plays `episodes` games of at most `moves` moves under `rule` with `loaded` (`load`); returns
+    their statistics: "returns" [episodes], "played" [A] moves per action, "searches", "ties"
+    (searches whose top count was shared) and "tie_picks" [A] (the action `larger` takes at those ties)."""
     from muzero.config import visit_softmax_temperature
     from muzero.envs import make_environments
-    from muzero.evaluation import load_run
     from muzero.factories import make_run_searcher
     from muzero.game import Game
     from muzero.selfplay import search_games
 
-    config, spec, network, step = load_run(run_dir)
-    if config.search.algorithm == "gumbel":  # Gumbel MuZero picks its own move, not from the counts
-        raise ValueError(f"{run_dir}: search.algorithm is gumbel; this probe reads pUCT's visit counts")
+    config, spec, network, step = loaded
     searcher = make_run_searcher(config, spec, episodes)
     bound = searcher.bind(network)
     environments = make_environments(config.game, episodes, seed)
@@ -96,7 +105,7 @@ def play(run_dir: Path, rule: str, episodes: int, moves: int, seed: int) -> dict
     open_rows = list(range(episodes))
     for _ in range(moves):
         live = [games[i] for i in open_rows]
-        noise_rng = rng if rule == "selfplay" else None
+        noise_rng = rng if rule in ("noise", "selfplay") else None
         result, legal = search_games(searcher, bound, live, noise_rng, config.search)
         for row, (i, game) in enumerate(zip(open_rows, live)):
             counts = result.visit_counts[row]
@@ -112,8 +121,8 @@ def play(run_dir: Path, rule: str, episodes: int, moves: int, seed: int) -> dict
                 action = pick(counts, legal[row], "temperature", temperature, rng) if temperature else larger
             elif rule.startswith("temperature:"):
                 action = pick(counts, legal[row], "temperature", float(rule.split(":")[1]), rng)
-            else:
-                action = pick(counts, legal[row], rule, 0.0, rng)
+            else:  # larger, random_ties; noise: the noised search's most visited, ties larger
+                action = pick(counts, legal[row], "larger" if rule == "noise" else rule, 0.0, rng)
             game.apply(action)
             stats["played"][action] += 1
             rewards[i] += game.rewards[-1]
@@ -128,15 +137,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", type=Path, required=True, help="a run folder with a complete checkpoint")
     parser.add_argument("--episodes", type=int, default=8, help="games played side by side per rule")
     parser.add_argument("--moves", type=int, default=1000, help="moves per game at most")
-    parser.add_argument("--rules", nargs="+", default=list(RULES), help="larger, random_ties, temperature:T, selfplay")
+    parser.add_argument(
+        "--rules", nargs="+", default=list(RULES), help="larger, random_ties, temperature:T, noise, selfplay"
+    )
+    parser.add_argument("--simulations", type=int, help="simulations per search (default: the run's)")
     parser.add_argument("--seed", type=int, default=12345, help="environment and sampling seed (evaluation's)")
     args = parser.parse_args(argv)
-    for name in ("episodes", "moves"):
-        if getattr(args, name) < 1:
+    for name in ("episodes", "moves", "simulations"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name}: expected at least 1, got {getattr(args, name)}")
     for rule in args.rules:
         if rule not in RULES and not (rule.startswith("temperature:") and positive(rule.split(":", 1)[1])):
-            parser.error(f"--rules: unknown rule {rule!r} (larger, random_ties, temperature:T with T > 0, selfplay)")
+            parser.error(
+                f"--rules: unknown rule {rule!r} (larger, random_ties, temperature:T with T > 0, noise, selfplay)"
+            )
     sys.path.insert(0, str(ROOT))
     from muzero.tf_runtime import load_tensorflow
 
@@ -144,11 +158,13 @@ def main(argv: list[str] | None = None) -> None:
     from muzero.checkpoints import CheckpointError
     from muzero.config_io import ConfigError
 
+    try:
+        loaded = load(args.run, args.simulations)
+    except (CheckpointError, ConfigError, ValueError) as error:  # each names its file
+        parser.error(str(error))
+    print(f"{args.run}: {loaded[0].search.num_simulations} simulations a search", flush=True)
     for rule in args.rules:
-        try:
-            s = play(args.run, rule, args.episodes, args.moves, args.seed)
-        except (CheckpointError, ConfigError, ValueError) as error:  # each names its file
-            parser.error(str(error))
+        s = play(loaded, rule, args.episodes, args.moves, args.seed)
         played = s["played"] / max(s["played"].sum(), 1)
         picks = s["tie_picks"] / max(s["ties"], 1)
         print(

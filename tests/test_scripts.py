@@ -653,11 +653,13 @@ def test_probe_greedy_rules_by_hand():
 
 def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
     probe = load_script("probe_greedy")
-    probe.main(["--run", str(tiny_run), "--episodes", "2", "--moves", "5", "--rules", "larger", "selfplay"])
-    lines = capsys.readouterr().out.splitlines()
+    argv = ["--run", str(tiny_run), "--episodes", "2", "--moves", "5", "--simulations", "3"]
+    probe.main([*argv, "--rules", "larger", "noise", "selfplay"])
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header == f"{tiny_run}: 3 simulations a search"
     # One line per rule; CartPole lasts 8 moves or more, so 2 games x 5 moves = 10 searches each,
     # and a reward of 1 a move: a return of 5 in each game.
-    assert [line.split(" (")[0] for line in lines] == ["larger", "selfplay"]
+    assert [line.split(" (")[0] for line in lines] == ["larger", "noise", "selfplay"]
     for line in lines:
         assert "checkpoint at step 30" in line and "return 5.00 (std 0.00, 2 games)" in line
         assert "of 10 searches" in line
@@ -669,6 +671,7 @@ def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
         (["--run", str(tiny_run), "--rules", "argmax"], "--rules: unknown rule 'argmax'"),
         (["--run", str(tiny_run), "--rules", "temperature:x"], "--rules: unknown rule 'temperature:x'"),
         (["--run", str(tiny_run), "--moves", "0"], "--moves: expected at least 1, got 0"),
+        (["--run", str(tiny_run), "--simulations", "0"], "--simulations: expected at least 1, got 0"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             probe.main(argv)
