@@ -33,7 +33,7 @@ from muzero.factories import (
     make_run_searcher,
     network_factory,
 )
-from muzero.greedy import make_greedy_player
+from muzero.greedy import make_greedy_player, with_eval_simulations
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_enabled
 from muzero.replay import Batch, ReplayBuffer
 from muzero.replay.journal import GameJournal
@@ -240,7 +240,12 @@ def build_run(
         reanalyser=reanalyser,
         checkpointer=make_checkpointer(config, run_dir, network, learner),
         evaluator=Evaluator(
-            config.run, config.game, run_dir, functools.partial(make_greedy_player, config, spec), None, seed
+            config.run,
+            config.game,
+            run_dir,
+            functools.partial(make_greedy_player, with_eval_simulations(config), spec),
+            None,
+            seed,
         ),
         journal=GameJournal(run_dir / JOURNAL_DIR, config.run.max_checkpoints),
     )

@@ -144,8 +144,9 @@ def _add_simulations(command: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="search with N simulations per move instead of the run's search.num_simulations "
-        "(a bigger budget at evaluation than in self-play, as the paper's board-game matches)",
+        help="search with N simulations per move instead of the run's run.eval_simulations, or "
+        "search.num_simulations where that is 0 (a bigger budget at evaluation than in self-play, "
+        "as the paper's board-game matches)",
     )
 
 

@@ -14,7 +14,6 @@ import pickle
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from muzero.config import GameConfig, MuZeroConfig, RunConfig
 from muzero.envs import Environment, EnvironmentSpec, make_environments
 from muzero.factories import make_run_network
 from muzero.game import Game
-from muzero.greedy import GreedyPlayer, make_greedy_player
+from muzero.greedy import GreedyPlayer, make_greedy_player, with_eval_simulations
 from muzero.networks.base import Network
 from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, EVAL_FILE, OPPONENT_FILE, write_atomically
 from muzero.video import EvaluationVideos, RecordingEnvironment, save_episodes
@@ -251,7 +250,7 @@ def load_run(run_dir: Path, num_simulations: int | None = None) -> tuple[MuZeroC
     Args:
       run_dir: the run folder `muzero train` wrote.
       num_simulations: the search budget to evaluate with instead of the run's
-        `search.num_simulations` (None: the run's).
+        (None: its `run.eval_simulations` when set, else its `search.num_simulations`).
 
     Returns:
       (config, spec, network as self-play runs it, training step of the checkpoint).
@@ -260,9 +259,7 @@ def load_run(run_dir: Path, num_simulations: int | None = None) -> tuple[MuZeroC
     from muzero.config_loader import load_config
     from muzero.envs import check_environment
 
-    config = load_config(run_dir / CONFIG_FILE)
-    if num_simulations is not None:
-        config = replace(config, search=replace(config.search, num_simulations=num_simulations))
+    config = with_eval_simulations(load_config(run_dir / CONFIG_FILE), num_simulations)
     spec = check_environment(config.game)
     network = make_run_network(config, spec)
     step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()

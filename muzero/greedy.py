@@ -9,6 +9,8 @@ player and never see the config.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from muzero.config import GameConfig, MuZeroConfig, SearchConfig
@@ -96,6 +98,19 @@ class BatchedPlayer(GreedyPlayer):
             greedy=True,
             searcher=self.searcher,
         )
+
+
+def with_eval_simulations(config: MuZeroConfig, num_simulations: int | None = None) -> MuZeroConfig:
+    """The config greedy play searches with: `num_simulations` simulations when given, else
+    `run.eval_simulations` when set, else the search's own (`search.num_simulations`).
+
+    Why: a CPU config cuts self-play's budget (MinAtar: 16 simulations), and greedy play with
+    so few can score far below the same network searched more (docs/sample_efficiency.md).
+    """
+    simulations = num_simulations or config.run.eval_simulations
+    if not simulations:
+        return config
+    return config.replace(search=dataclasses.replace(config.search, num_simulations=simulations))
 
 
 def make_greedy_player(config: MuZeroConfig, spec: EnvironmentSpec, games: int) -> GreedyPlayer:

@@ -1,4 +1,5 @@
-"""Tests for muzero/greedy.py: the two greedy players play the same games and moves."""
+"""Tests for muzero/greedy.py: the two greedy players play the same games and moves, with the
+evaluation's budget of simulations (`run.eval_simulations`)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,70 @@ def test_both_players_play_the_same_greedy_games_and_moves():
             game.apply(action)
         games.append(game)
     assert reference.moves(network, games) == batched.moves(network, games)
+
+
+class CountingNetwork:
+    """A network that counts the recurrent inferences asked of it (one per simulation)."""
+
+    def __init__(self, network):
+        self.network, self.recurrent_calls = network, 0
+
+    def initial_inference(self, observation):
+        return self.network.initial_inference(observation)
+
+    def recurrent_inference(self, hidden_state, action):
+        self.recurrent_calls += 1
+        return self.network.recurrent_inference(hidden_state, action)
+
+    def training_steps(self) -> int:
+        return 0
+
+
+def test_greedy_play_searches_with_the_evaluation_budget():
+    from muzero.config import RunConfig
+    from muzero.greedy import with_eval_simulations
+
+    for batched in (False, True):
+        config = _config(batched)  # search.num_simulations 10
+        # (run.eval_simulations, an explicit budget as `muzero evaluate --simulations` passes it,
+        # the simulations a greedy search runs): 0 keeps the search's 10; 7 replaces it; an
+        # explicit 3 wins over both.
+        for eval_simulations, explicit, expected in ((0, None, 10), (7, None, 7), (7, 3, 3)):
+            run = RunConfig(eval_simulations=eval_simulations)
+            greedy_config = with_eval_simulations(config.replace(run=run), explicit)
+            network = CountingNetwork(random_network(np.random.default_rng(7), 4, 2, 6, 16, support=3))
+            player = make_greedy_player(greedy_config, SPEC, 1)
+            player.moves(network, [Game(2, 0.99, Environment("CartPole-v1", 9))])
+            # One root: each simulation expands one leaf with one recurrent inference, in the
+            # reference search and in the batched one (its batch is the one root).
+            assert network.recurrent_calls == expected, (batched, eval_simulations, explicit)
+            # Self-play's own budget is left as it was.
+            assert config.search.num_simulations == 10
+
+
+def test_a_runs_evaluations_and_evaluate_search_with_run_eval_simulations(tiny_run, tmp_path):
+    from dataclasses import replace
+
+    from muzero.builder import build_run
+    from muzero.config_io import config_to_yaml
+    from muzero.config_loader import load_config
+    from muzero.envs import check_environment
+    from muzero.evaluation import load_run
+    from muzero.run_dir import CONFIG_FILE
+    from tests.helpers import copy_run
+
+    run_dir = copy_run(tiny_run, tmp_path / "run")
+    config = load_config(run_dir / CONFIG_FILE)  # configs/tiny.yaml: 4 simulations, game by game
+    config = replace(config, run=replace(config.run, eval_simulations=6))
+    (run_dir / CONFIG_FILE).write_text(config_to_yaml(config))
+    # `muzero evaluate` (load_run): the run's eval_simulations, unless --simulations says otherwise.
+    assert load_run(run_dir)[0].search.num_simulations == 6
+    assert load_run(run_dir, 2)[0].search.num_simulations == 2
+    # A training run's evaluations: the evaluator's player searches with 6; self-play keeps 4.
+    parts = build_run(config, run_dir, check_environment(config.game))
+    try:
+        assert isinstance(parts.evaluator.player, ReferencePlayer)
+        assert parts.evaluator.player.config.search.num_simulations == 6
+        assert config.search.num_simulations == 4
+    finally:
+        parts.close()
