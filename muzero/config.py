@@ -311,7 +311,7 @@ class RunConfig:
     eval_interval: int = field(default=0, metadata=_range(min=0))
     # Greedy episodes per evaluation.
     eval_episodes: int = field(default=10, metadata=_range(min=1))
-    # Simulations per greedy search in evaluations and `muzero evaluate`/`play` (0: search.num_simulations).
+    # Simulations per greedy search in evaluations (episodes, matches) and evaluate/play; 0: search.num_simulations.
     eval_simulations: int = field(default=0, metadata=_range(min=0))
     # Every evaluation records its first greedy episode as RUN_DIR/videos/step-<N>.mp4
     # (muzero/video.py) when the game draws itself (gymnasium's rgb_array rendering:

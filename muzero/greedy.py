@@ -107,7 +107,7 @@ def with_eval_simulations(config: MuZeroConfig, num_simulations: int | None = No
     Why: a CPU config cuts self-play's budget (MinAtar: 16 simulations), and greedy play with
     so few can score far below the same network searched more (docs/sample_efficiency.md).
     """
-    simulations = num_simulations or config.run.eval_simulations
+    simulations = config.run.eval_simulations if num_simulations is None else num_simulations
     if not simulations:
         return config
     return config.replace(search=dataclasses.replace(config.search, num_simulations=simulations))

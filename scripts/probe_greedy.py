@@ -93,6 +93,7 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
     from muzero.selfplay import search_games
 
     config, spec, network, step = loaded
+    moves = min(moves, config.game.max_moves)  # evaluation's games stop there too
     searcher = make_run_searcher(config, spec, episodes)
     bound = searcher.bind(network)
     environments = make_environments(config.game, episodes, seed)

@@ -84,8 +84,6 @@ def test_greedy_play_searches_with_the_evaluation_budget():
             # One root: each simulation expands one leaf with one recurrent inference, in the
             # reference search and in the batched one (its batch is the one root).
             assert network.recurrent_calls == expected, (batched, eval_simulations, explicit)
-            # Self-play's own budget is left as it was.
-            assert config.search.num_simulations == 10
 
 
 def test_a_runs_evaluations_and_evaluate_search_with_run_eval_simulations(tiny_run, tmp_path):
@@ -106,11 +104,13 @@ def test_a_runs_evaluations_and_evaluate_search_with_run_eval_simulations(tiny_r
     # `muzero evaluate` (load_run): the run's eval_simulations, unless --simulations says otherwise.
     assert load_run(run_dir)[0].search.num_simulations == 6
     assert load_run(run_dir, 2)[0].search.num_simulations == 2
-    # A training run's evaluations: the evaluator's player searches with 6; self-play keeps 4.
+    # A training run's evaluations: the evaluator's players (its episodes', and the one it makes
+    # for matches) search with 6; self-play (one game at a time: `play_game` with the run's
+    # config bound) keeps 4.
     parts = build_run(config, run_dir, check_environment(config.game))
     try:
-        assert isinstance(parts.evaluator.player, ReferencePlayer)
-        assert parts.evaluator.player.config.search.num_simulations == 6
-        assert config.search.num_simulations == 4
+        for player in (parts.evaluator.player, parts.evaluator.make_player(2)):
+            assert isinstance(player, ReferencePlayer) and player.config.search.num_simulations == 6
+        assert parts.source.play_one_game.args[0].search.num_simulations == 4
     finally:
         parts.close()

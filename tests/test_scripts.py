@@ -646,9 +646,19 @@ def test_probe_greedy_rules_by_hand():
     # 4 standard errors (sqrt(p (1 - p) / 7000) <= 0.006) of it, and never on the illegal action.
     draws = np.bincount([probe.pick(counts, legal, "temperature", 1.0, rng) for _ in range(7000)], minlength=4)
     np.testing.assert_allclose(draws / 7000, [6 / 14, 5 / 14, 3 / 14, 0], atol=0.024)
+    assert draws[3] == 0
     # Temperature 0.25: p ∝ N^4, 1296 : 625 : 81, so action 0 takes 1296 / 2002 = 0.647.
     draws = [probe.pick(counts, legal, "temperature", 0.25, rng) for _ in range(7000)]
     assert np.mean(np.array(draws) == 0) == pytest.approx(1296 / 2002, abs=0.023)
+    # `larger` is evaluation's own rule (`softmax_sample` at temperature 0 over the legal actions'
+    # (count, action) pairs), on counts drawn from 0..3 so that ties are frequent.
+    from muzero.search.reference import softmax_sample
+
+    for _ in range(200):
+        counts, legal = rng.integers(0, 4, size=5), rng.random(5) < 0.7
+        legal[rng.integers(5)] = True
+        pairs = [(int(counts[a]), int(a)) for a in np.flatnonzero(legal)]
+        assert probe.pick(counts, legal, "larger", 0.0, rng) == softmax_sample(pairs, 0.0, None)
 
 
 def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
