@@ -20,9 +20,10 @@ Per rule it prints the mean return (and its standard deviation over the episodes
 action's share of the moves played, the share of searches whose largest visit count was
 shared by two or more actions, and how often `larger` would pick each action at such a tie.
 A game is cut after `--moves` moves (Freeway's timer ends it at 2,500); the return counts the
-rewards until then. Why: greedy play takes the most visited action, and with few simulations
-over few actions, visit counts tie often, so the rule that breaks ties can decide the moves.
-docs/sample_efficiency.md quotes it for Freeway.
+rewards until then. Why: greedy play takes the most visited action of a noiseless search, and
+where it scores far below self-play's noised, sampled moves, the rules tell apart what it
+misses: a tie rule, the noise, the sampling or the budget. docs/sample_efficiency.md quotes
+it for Freeway and Space Invaders.
 """
 
 from __future__ import annotations
