@@ -42,19 +42,17 @@ def pick(counts: np.ndarray, legal: np.ndarray, rule: str, temperature: float, r
     """The move a rule picks from one root's visit counts [A] over its legal actions [A] bool.
 
     Why: `larger` is evaluation's own choice; the others tell whether its tie rule or the
-    absence of sampling is what greedy play pays for.
+    absence of sampling is what greedy play pays for. Every rule but `random_ties` is
+    self-play's and evaluation's own `softmax_sample` (`larger`: at temperature 0).
     """
+    from muzero.search.reference import softmax_sample
+
     legal_actions = np.flatnonzero(legal)
-    visits = counts[legal_actions].astype(np.float64)
-    if rule in ("larger", "random_ties"):
-        top = legal_actions[visits == visits.max()]
-        return int(top[-1]) if rule == "larger" else int(rng.choice(top))
-    # p ∝ N^(1/T) in log space, as `softmax_sample`; an all-zero row samples uniformly.
-    logits = np.where(visits > 0, np.log(np.maximum(visits, 1e-300)) / temperature, -np.inf)
-    if not np.isfinite(logits).any():
-        return int(rng.choice(legal_actions))
-    p = np.exp(logits - logits.max())
-    return int(legal_actions[rng.choice(len(legal_actions), p=p / p.sum())])
+    if rule == "random_ties":
+        visits = counts[legal_actions]
+        return int(rng.choice(legal_actions[visits == visits.max()]))
+    pairs = [(int(counts[a]), int(a)) for a in legal_actions]  # as `muzero.selfplay.legal_visits`
+    return softmax_sample(pairs, 0.0 if rule == "larger" else temperature, rng)
 
 
 def tie_counts(counts: np.ndarray, legal: np.ndarray) -> tuple[bool, int]:
@@ -120,7 +118,7 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
                 temperature = visit_softmax_temperature(
                     config.search.visit_softmax_temperature, len(game.history), step
                 )
-                action = pick(counts, legal[row], "temperature", temperature, rng) if temperature else larger
+                action = pick(counts, legal[row], "temperature", temperature, rng)  # 0: the most visited
             elif rule.startswith("temperature:"):
                 action = pick(counts, legal[row], "temperature", float(rule.split(":")[1]), rng)
             else:  # larger, random_ties; noise: the noised search's most visited, ties larger
