@@ -15,9 +15,12 @@ visit counts, on the same environment seeds:
 * `noise`: self-play's exploration noise at the root, then the most visited (ties larger).
 * `selfplay`: as self-play at the checkpoint's training step: the root's exploration noise,
   then sampled at the config's temperature (`search.visit_softmax_temperature`).
+* `prior`: no search: the largest of the network's prior over the legal actions (ties larger).
 
 Per rule it prints the mean return (and its standard deviation over the episodes), each
-action's share of the moves played, the share of searches whose largest visit count was
+action's share of the moves played, the network's mean prior for each action at the positions
+played (`initial_inference`'s policy, softmax over the legal actions), how often the move
+played is the prior's largest, the share of searches whose largest visit count was
 shared by two or more actions, and how often `larger` would pick each action at such a tie.
 A game is cut after `--moves` moves (Freeway's timer ends it at 2,500); the return counts the
 rewards until then. Why: greedy play takes the most visited action of a noiseless search, and
@@ -35,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-RULES = ("larger", "random_ties", "noise", "selfplay")
+RULES = ("larger", "random_ties", "noise", "selfplay", "prior")
 
 
 def pick(counts: np.ndarray, legal: np.ndarray, rule: str, temperature: float, rng: np.random.Generator) -> int:
@@ -63,6 +66,14 @@ def tie_counts(counts: np.ndarray, legal: np.ndarray) -> tuple[bool, int]:
     return len(top) > 1, int(top[-1])
 
 
+def legal_prior(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """The network's prior [B, A] from its policy logits [B, A]: a softmax over the legal [B, A]
+    actions, 0 elsewhere, as `expand_node` gives its children."""
+    masked = np.where(legal, logits, -np.inf)
+    exp = np.exp(masked - masked.max(axis=1, keepdims=True))
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
 def positive(text: str) -> bool:
     """Whether `text` reads as a number above 0 (a temperature)."""
     try:
@@ -83,7 +94,8 @@ def load(run_dir: Path, simulations: int | None) -> tuple:
 
 def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict:
     """Plays `episodes` games of at most `moves` moves under `rule` with `loaded` (`load`); returns
-    their statistics: "returns" [episodes], "played" [A] moves per action, "searches", "ties"
+    their statistics: "returns" [episodes], "played" [A] moves per action, "prior" [A] the summed
+    legal prior at the positions played, "prior_agrees" (moves that are the prior's largest), "searches", "ties"
     (searches whose top count was shared) and "tie_picks" [A] (the action `larger` takes at those ties)."""
     from muzero.config import visit_softmax_temperature
     from muzero.envs import make_environments
@@ -100,13 +112,22 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
     games = [Game(g.action_space_size, g.discount, env, g.stacked_frames) for env in environments]
     rng = np.random.default_rng(seed)
     actions = g.action_space_size
-    stats = {"played": np.zeros(actions, np.int64), "tie_picks": np.zeros(actions, np.int64), "searches": 0, "ties": 0}
+    stats = {
+        "played": np.zeros(actions, np.int64),
+        "tie_picks": np.zeros(actions, np.int64),
+        "prior": np.zeros(actions),
+        "searches": 0,
+        "ties": 0,
+        "prior_agrees": 0,
+    }
     rewards = np.zeros(episodes)
     open_rows = list(range(episodes))
     for _ in range(moves):
         live = [games[i] for i in open_rows]
         noise_rng = rng if rule in ("noise", "selfplay") else None
         result, legal = search_games(searcher, bound, live, noise_rng, config.search)
+        logits = np.asarray(bound.initial_inference(np.stack([game.make_image(-1) for game in live])).policy_logits)
+        prior = legal_prior(logits, legal)
         for row, (i, game) in enumerate(zip(open_rows, live)):
             counts = result.visit_counts[row]
             tied, larger = tie_counts(counts, legal[row])
@@ -121,8 +142,12 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
                 action = pick(counts, legal[row], "temperature", temperature, rng)  # 0: the most visited
             elif rule.startswith("temperature:"):
                 action = pick(counts, legal[row], "temperature", float(rule.split(":")[1]), rng)
+            elif rule == "prior":  # the prior's largest, ties larger, as `larger` over the counts
+                action = int(np.flatnonzero(prior[row] == prior[row].max())[-1])
             else:  # larger, random_ties; noise: the noised search's most visited, ties larger
                 action = pick(counts, legal[row], "larger" if rule == "noise" else rule, 0.0, rng)
+            stats["prior"] += prior[row]
+            stats["prior_agrees"] += int(prior[row, action] == prior[row].max())
             game.apply(action)
             stats["played"][action] += 1
             rewards[i] += game.rewards[-1]
@@ -138,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=8, help="games played side by side per rule")
     parser.add_argument("--moves", type=int, default=1000, help="moves per game at most")
     parser.add_argument(
-        "--rules", nargs="+", default=list(RULES), help="larger, random_ties, temperature:T, noise, selfplay"
+        "--rules", nargs="+", default=list(RULES), help="larger, random_ties, temperature:T, noise, selfplay, prior"
     )
     parser.add_argument("--simulations", type=int, help="simulations per search (default: the run's)")
     parser.add_argument("--seed", type=int, default=12345, help="environment and sampling seed (evaluation's)")
@@ -149,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     for rule in args.rules:
         if rule not in RULES and not (rule.startswith("temperature:") and positive(rule.split(":", 1)[1])):
             parser.error(
-                f"--rules: unknown rule {rule!r} (larger, random_ties, temperature:T with T > 0, noise, selfplay)"
+                f"--rules: unknown rule {rule!r} (larger, random_ties, temperature:T with T > 0, noise, selfplay, prior)"
             )
     sys.path.insert(0, str(ROOT))
     from muzero.tf_runtime import load_tensorflow
@@ -171,6 +196,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{rule} (checkpoint at step {s['step']}): return {s['returns'].mean():.2f} "
             f"(std {s['returns'].std():.2f}, {len(s['returns'])} games) | moves per action "
             + " / ".join(f"{p:.3f}" for p in played)
+            + " | mean prior "
+            + " / ".join(f"{p:.3f}" for p in s["prior"] / max(s["searches"], 1))
+            + f" | the prior's largest in {s['prior_agrees'] / max(s['searches'], 1):.3f}"
             + f" | top count tied in {s['ties'] / max(s['searches'], 1):.3f} of {s['searches']} searches;"
             " `larger` picks there " + " / ".join(f"{p:.3f}" for p in picks),
             flush=True,

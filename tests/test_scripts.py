@@ -659,22 +659,30 @@ def test_probe_greedy_rules_by_hand():
         legal[rng.integers(5)] = True
         pairs = [(int(counts[a]), int(a)) for a in np.flatnonzero(legal)]
         assert probe.pick(counts, legal, "larger", 0.0, rng) == softmax_sample(pairs, 0.0, None)
+    # The prior: a softmax over the legal actions only. Logits 0, ln 2, 0 and 5 on an illegal
+    # action: exp gives 1, 2, 1 over the legal three, so 1/4, 1/2, 1/4 and 0.
+    logits = np.array([[0.0, np.log(2.0), 0.0, 5.0]])
+    legal = np.array([[True, True, True, False]])
+    np.testing.assert_allclose(probe.legal_prior(logits, legal), [[0.25, 0.5, 0.25, 0.0]])
 
 
 def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
     probe = load_script("probe_greedy")
     argv = ["--run", str(tiny_run), "--episodes", "2", "--moves", "5", "--simulations", "3"]
-    probe.main([*argv, "--rules", "larger", "noise", "selfplay"])
+    probe.main([*argv, "--rules", "larger", "noise", "selfplay", "prior"])
     header, *lines = capsys.readouterr().out.splitlines()
     assert header == f"{tiny_run}: 3 simulations a search"
     # One line per rule; CartPole lasts 8 moves or more, so 2 games x 5 moves = 10 searches each,
     # and a reward of 1 a move: a return of 5 in each game.
-    assert [line.split(" (")[0] for line in lines] == ["larger", "noise", "selfplay"]
+    assert [line.split(" (")[0] for line in lines] == ["larger", "noise", "selfplay", "prior"]
     for line in lines:
         assert "checkpoint at step 30" in line and "return 5.00 (std 0.00, 2 games)" in line
         assert "of 10 searches" in line
-        shares = line.split("moves per action ")[1].split(" |")[0].split(" / ")
-        assert float(shares[0]) + float(shares[1]) == pytest.approx(1.0)
+        for field in ("moves per action ", "mean prior "):  # both over CartPole's two actions
+            shares = line.split(field)[1].split(" |")[0].split(" / ")
+            assert float(shares[0]) + float(shares[1]) == pytest.approx(1.0, abs=0.002)
+    # `prior` plays the prior's largest at every move, by definition.
+    assert "the prior's largest in 1.000" in lines[3]
     # Bad input: argparse's one line and status 2.
     for argv, message in (
         (["--run", str(tmp_path)], "config.yaml: file not found"),
