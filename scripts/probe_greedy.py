@@ -1,12 +1,12 @@
 """How a trained run's moves are chosen from its searches: ties at the top, and what other rules score.
 
     python scripts/probe_greedy.py --run runs/freeway_500k [--episodes 8] [--moves 1000] \\
-        [--rules larger random_ties temperature:0.25 noise selfplay] [--simulations 50]
+        [--rules larger random_ties temperature:0.25 noise selfplay prior] [--simulations 50]
 
 Plays `--episodes` games side by side with the run's newest complete checkpoint (read once,
 so every rule plays the same network) and the run's own batched search (`make_run_searcher`;
-`--simulations` replaces its budget), once for each rule that picks the move from a root's
-visit counts, on the same environment seeds:
+`--simulations` replaces its budget), once for each rule, on the same environment seeds. Each
+rule but `prior` picks the move from a root's visit counts:
 
 * `larger`: the most visited action, ties to the larger action. This is evaluation's rule
   (`softmax_sample` at temperature 0: the pseudocode's `max` over (count, action) pairs).
@@ -15,12 +15,14 @@ visit counts, on the same environment seeds:
 * `noise`: self-play's exploration noise at the root, then the most visited (ties larger).
 * `selfplay`: as self-play at the checkpoint's training step: the root's exploration noise,
   then sampled at the config's temperature (`search.visit_softmax_temperature`).
-* `prior`: no search: the largest of the network's prior over the legal actions (ties larger).
+* `prior`: the largest of the network's prior over the legal actions (ties larger), not the
+  search's counts (the search still runs, for the tie statistics).
 
 Per rule it prints the mean return (and its standard deviation over the episodes), each
 action's share of the moves played, the network's mean prior for each action at the positions
-played (`initial_inference`'s policy, softmax over the legal actions), how often the move
-played is the prior's largest, the share of searches whose largest visit count was
+played (`initial_inference`'s policy, softmax over the legal actions: `policy_priors`), how
+often the move played is one of the prior's largest (a prior tied at the top, as an untrained
+network's uniform one, counts every tied action as its largest), the share of searches whose largest visit count was
 shared by two or more actions, and how often `larger` would pick each action at such a tie.
 A game is cut after `--moves` moves (Freeway's timer ends it at 2,500); the return counts the
 rewards until then. Why: greedy play takes the most visited action of a noiseless search, and
@@ -66,12 +68,10 @@ def tie_counts(counts: np.ndarray, legal: np.ndarray) -> tuple[bool, int]:
     return len(top) > 1, int(top[-1])
 
 
-def legal_prior(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    """The network's prior [B, A] from its policy logits [B, A]: a softmax over the legal [B, A]
-    actions, 0 elsewhere, as `expand_node` gives its children."""
-    masked = np.where(legal, logits, -np.inf)
-    exp = np.exp(masked - masked.max(axis=1, keepdims=True))
-    return exp / exp.sum(axis=1, keepdims=True)
+def prior_pick(prior: np.ndarray) -> int:
+    """The `prior` rule's move: the largest of one root's prior [A] (0 on illegal actions), ties
+    to the larger action, as `larger` over visit counts."""
+    return int(np.flatnonzero(prior == prior.max())[-1])
 
 
 def positive(text: str) -> bool:
@@ -101,6 +101,7 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
     from muzero.envs import make_environments
     from muzero.factories import make_run_searcher
     from muzero.game import Game
+    from muzero.search.reference import policy_priors
     from muzero.selfplay import search_games
 
     config, spec, network, step = loaded
@@ -127,7 +128,7 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
         noise_rng = rng if rule in ("noise", "selfplay") else None
         result, legal = search_games(searcher, bound, live, noise_rng, config.search)
         logits = np.asarray(bound.initial_inference(np.stack([game.make_image(-1) for game in live])).policy_logits)
-        prior = legal_prior(logits, legal)
+        prior = policy_priors(logits, legal)  # [B, A], the priors the search's root children get
         for row, (i, game) in enumerate(zip(open_rows, live)):
             counts = result.visit_counts[row]
             tied, larger = tie_counts(counts, legal[row])
@@ -142,8 +143,8 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
                 action = pick(counts, legal[row], "temperature", temperature, rng)  # 0: the most visited
             elif rule.startswith("temperature:"):
                 action = pick(counts, legal[row], "temperature", float(rule.split(":")[1]), rng)
-            elif rule == "prior":  # the prior's largest, ties larger, as `larger` over the counts
-                action = int(np.flatnonzero(prior[row] == prior[row].max())[-1])
+            elif rule == "prior":
+                action = prior_pick(prior[row])
             else:  # larger, random_ties; noise: the noised search's most visited, ties larger
                 action = pick(counts, legal[row], "larger" if rule == "noise" else rule, 0.0, rng)
             stats["prior"] += prior[row]

@@ -659,11 +659,10 @@ def test_probe_greedy_rules_by_hand():
         legal[rng.integers(5)] = True
         pairs = [(int(counts[a]), int(a)) for a in np.flatnonzero(legal)]
         assert probe.pick(counts, legal, "larger", 0.0, rng) == softmax_sample(pairs, 0.0, None)
-    # The prior: a softmax over the legal actions only. Logits 0, ln 2, 0 and 5 on an illegal
-    # action: exp gives 1, 2, 1 over the legal three, so 1/4, 1/2, 1/4 and 0.
-    logits = np.array([[0.0, np.log(2.0), 0.0, 5.0]])
-    legal = np.array([[True, True, True, False]])
-    np.testing.assert_allclose(probe.legal_prior(logits, legal), [[0.25, 0.5, 0.25, 0.0]])
+    # The `prior` rule: the prior's largest, ties to the larger action. Priors 1/4, 1/2, 1/4 and
+    # 0 on an illegal action: action 1; 0.4, 0.2, 0.4, 0: actions 0 and 2 tie, so 2.
+    assert probe.prior_pick(np.array([0.25, 0.5, 0.25, 0.0])) == 1
+    assert probe.prior_pick(np.array([0.4, 0.2, 0.4, 0.0])) == 2
 
 
 def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
