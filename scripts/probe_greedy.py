@@ -22,8 +22,9 @@ Per rule it prints the mean return (and its standard deviation over the episodes
 action's share of the moves played, the network's mean prior for each action at the positions
 played (`initial_inference`'s policy, softmax over the legal actions: `policy_priors`), how
 often the move played is one of the prior's largest (a prior tied at the top, as an untrained
-network's uniform one, counts every tied action as its largest), the share of searches whose largest visit count was
-shared by two or more actions, and how often `larger` would pick each action at such a tie.
+network's uniform one, counts every tied action as its largest), the share of searches whose
+largest visit count was shared by two or more actions, and how often `larger` would pick each
+action at such a tie.
 A game is cut after `--moves` moves (Freeway's timer ends it at 2,500); the return counts the
 rewards until then. Why: greedy play takes the most visited action of a noiseless search, and
 where it scores far below self-play's noised, sampled moves, the rules tell apart what it
@@ -95,8 +96,9 @@ def load(run_dir: Path, simulations: int | None) -> tuple:
 def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict:
     """Plays `episodes` games of at most `moves` moves under `rule` with `loaded` (`load`); returns
     their statistics: "returns" [episodes], "played" [A] moves per action, "prior" [A] the summed
-    legal prior at the positions played, "prior_agrees" (moves that are the prior's largest), "searches", "ties"
-    (searches whose top count was shared) and "tie_picks" [A] (the action `larger` takes at those ties)."""
+    legal prior at the positions played, "prior_agrees" (moves that are one of the prior's
+    largest), "searches", "ties" (searches whose top count was shared) and "tie_picks" [A] (the
+    action `larger` takes at those ties)."""
     from muzero.config import visit_softmax_temperature
     from muzero.envs import make_environments
     from muzero.factories import make_run_searcher
