@@ -102,7 +102,9 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
         help="with --backend ray or auto: join this cluster (`ray start --head` prints it); default: start a local one",
     )
 
-    evaluate = commands.add_parser("evaluate", help="greedy episodes with a run's latest checkpoint")
+    evaluate = commands.add_parser(
+        "evaluate", help="greedy episodes with a run's latest checkpoint (or the one at --step)"
+    )
     evaluate.add_argument("--run", required=True, help="run directory written by `muzero train`")
     evaluate.add_argument("--episodes", type=int, default=10, help="number of episodes (default: %(default)s)")
     evaluate.add_argument("--seed", type=int, default=12345, help="environment seed (default: %(default)s)")
@@ -128,6 +130,7 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
         "Atari, MinAtar, CartPole with pygame)",
     )
     _add_simulations(evaluate)
+    _add_step(evaluate)
 
     play = commands.add_parser("play", help="play a two-player board game against a run's agent in the terminal")
     play.add_argument("--run", required=True, help="run directory written by `muzero train`")
@@ -135,6 +138,7 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
     side.add_argument("--first", dest="human_first", action="store_true", default=True, help="you move first (default)")
     side.add_argument("--second", dest="human_first", action="store_false", help="MuZero moves first")
     _add_simulations(play)
+    _add_step(play)
     return parser.parse_args(argv[1:])
 
 
@@ -147,6 +151,17 @@ def _add_simulations(command: argparse.ArgumentParser) -> None:
         help="search with N simulations per move instead of the run's run.eval_simulations, or "
         "search.num_simulations where that is 0 (a bigger budget at evaluation than in self-play, "
         "as the paper's board-game matches)",
+    )
+
+
+def _add_step(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the complete checkpoint at training step N instead of the newest (older ones are "
+        "there when run.keep_checkpoint_every_steps kept them: a run's curve after the fact)",
     )
 
 

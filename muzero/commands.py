@@ -29,6 +29,7 @@ from muzero.run_dir import (
     check_new_run_dir,
     check_resumable,
     check_writable,
+    complete_steps,
     new_default_run_dir,
     prepare_run_dir,
 )
@@ -208,11 +209,7 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
 
     # Held before anything is printed: a run still writing here is the one message.
     steps = check_resumable(run_dir, hold=not args.print_config)
-    if args.step is not None and args.step not in steps:
-        raise UsageError(
-            f"--step {args.step}: no complete checkpoint at that step in {run_dir / CHECKPOINT_DIR} "
-            f"(complete: {', '.join(map(str, sorted(steps)))})"
-        )
+    _check_step(args.step, run_dir, steps)
     saved = load_config(run_dir / CONFIG_FILE)
     config = load_config(args.config or [run_dir / CONFIG_FILE], args.set)
     differ = shape_changes(_network_shapes(saved), _network_shapes(config))
@@ -230,6 +227,15 @@ def _resume_config(run_dir: Path, args: argparse.Namespace):
     return run_dir, config
 
 
+def _check_step(step: int | None, run_dir: Path, steps) -> None:
+    """`--step N` names one of `steps`, the run's complete checkpoints, or one line lists them."""
+    if step is not None and step not in steps:
+        raise UsageError(
+            f"--step {step}: no complete checkpoint at that step in {run_dir / CHECKPOINT_DIR} "
+            f"(complete: {', '.join(map(str, sorted(steps)))})"
+        )
+
+
 def _network_shapes(config) -> dict:
     """`muzero.networks.compat.network_shapes` of the network `config` builds for its game."""
     from muzero.networks.compat import network_shapes
@@ -237,9 +243,11 @@ def _network_shapes(config) -> dict:
     return network_shapes(config.network, check_environment(config.game), config.game.stacked_frames)
 
 
-def _check_run_dir(run_dir: Path):
-    """A finished or running run to read from (no lock taken); returns its config."""
+def _check_run_dir(run_dir: Path, step: int | None = None):
+    """A finished or running run to read from (no lock taken), with a complete checkpoint at
+    `step` when given; returns its config."""
     check_finished_run(run_dir)
+    _check_step(step, run_dir, complete_steps(run_dir / CHECKPOINT_DIR))
     return load_config(run_dir / CONFIG_FILE)
 
 
@@ -263,7 +271,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     if args.games < 2:
         raise UsageError(f"--games: expected an integer >= 2, got {args.games}")
     _check_simulations(args)
-    config = _check_run_dir(run_dir)
+    config = _check_run_dir(run_dir, args.step)
     if args.opponent is not None:
         if args.video is not None:
             raise UsageError("--video: only without --opponent")
@@ -285,7 +293,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     from muzero.video import VideoUnavailable
 
     try:
-        returns, step = evaluate(run_dir, args.episodes, args.seed, video_dir, args.simulations)
+        returns, step = evaluate(run_dir, args.episodes, args.seed, video_dir, args.simulations, args.step)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
     except VideoUnavailable as error:
@@ -316,7 +324,7 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
     from muzero.greedy import make_greedy_player
 
     try:
-        config, spec, network, step = load_run(run_dir, args.simulations)
+        config, spec, network, step = load_run(run_dir, args.simulations, args.step)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
     player = make_greedy_player(config, spec, args.games)
@@ -336,7 +344,7 @@ def command_play(args: argparse.Namespace) -> int:
     """`muzero play`: a board game against the run's agent on the terminal. Returns the exit status."""
     run_dir = Path(args.run)
     _check_simulations(args)
-    config = _check_run_dir(run_dir)
+    config = _check_run_dir(run_dir, args.step)
     _board_game(config, run_dir, "play")
 
     load_tensorflow()
@@ -346,7 +354,7 @@ def command_play(args: argparse.Namespace) -> int:
     from muzero.play import play
 
     try:
-        config, spec, network, _ = load_run(run_dir, args.simulations)
+        config, spec, network, _ = load_run(run_dir, args.simulations, args.step)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
     try:

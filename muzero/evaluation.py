@@ -244,13 +244,18 @@ class Evaluator:
         )
 
 
-def load_run(run_dir: Path, num_simulations: int | None = None) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int]:
-    """A run's config, game and newest complete network (read only: no lock, nothing written).
+def load_run(
+    run_dir: Path, num_simulations: int | None = None, step: int | None = None
+) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int]:
+    """A run's config, game and newest complete network, or the one at `step` (read only: no lock,
+    nothing written).
 
     Args:
       run_dir: the run folder `muzero train` wrote.
       num_simulations: the search budget to evaluate with instead of the run's
         (None: its `run.eval_simulations` when set, else its `search.num_simulations`).
+      step: the training step of the checkpoint to load (None: the newest that loads); older
+        ones are there when `run.keep_checkpoint_every_steps` kept them.
 
     Returns:
       (config, spec, network as self-play runs it, training step of the checkpoint).
@@ -262,7 +267,7 @@ def load_run(run_dir: Path, num_simulations: int | None = None) -> tuple[MuZeroC
     config = with_eval_simulations(load_config(run_dir / CONFIG_FILE), num_simulations)
     spec = check_environment(config.game)
     network = make_run_network(config, spec)
-    step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore()
+    step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore(step)
     return config, spec, network.published_network(step), step
 
 
@@ -272,16 +277,18 @@ def evaluate(
     seed: int = 12345,
     video_dir: Path | None = None,
     num_simulations: int | None = None,
+    step: int | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Greedy episodes with the run's newest complete checkpoint; returns (returns, training step).
+    """Greedy episodes with the run's newest complete checkpoint (or the one at `step`); returns
+    (returns, training step).
 
     With `video_dir`, every episode is also recorded as VIDEO_DIR/episode-<i>.mp4 (muzero/video.py).
-    `num_simulations` replaces the run's search budget (`load_run`).
+    `num_simulations` replaces the run's search budget and `step` picks the checkpoint (`load_run`).
 
     Raises:
       VideoUnavailable: `video_dir` given and the game cannot be recorded (or no encoder).
     """
-    config, spec, network, step = load_run(run_dir, num_simulations)
+    config, spec, network, step = load_run(run_dir, num_simulations, step)
     player = make_greedy_player(config, spec, episodes)
     environments = make_environments(config.game, episodes if player.side_by_side else 1, seed)
     if video_dir is not None:

@@ -142,7 +142,11 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
         assert result.returncode == 2 and "--simulations: expected an integer >= 1, got 0" in result.stderr
 
     moves = "\n".join(str(a) for a in range(9)) * 2 + "\n"
-    result = muzero_command("play", "--run", str(run_dir), "--second", input_text=moves)
+    # The run keeps the checkpoints at steps 10 and 20 (train.checkpoint_interval 10): not 3.
+    result = muzero_command("play", "--run", str(run_dir), "--step", "3")
+    assert result.returncode == 2 and "--step 3: no complete checkpoint at that step" in result.stderr
+    assert "(complete: 10, 20)" in result.stderr
+    result = muzero_command("play", "--run", str(run_dir), "--second", "--step", "10", input_text=moves)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "You play second" in result.stdout and result.stdout.strip().splitlines()[-1] in (
         "You win.",

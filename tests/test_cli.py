@@ -75,6 +75,15 @@ def test_train_tiny_then_evaluate(tiny_run):
     result = muzero("evaluate", "--run", str(run_dir), "--episodes", "3")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "over 3 greedy episodes (checkpoint at training step 30)" in result.stdout
+    # An older kept checkpoint by its step (20, 25 and 30 are complete), and one that is not.
+    result = muzero("evaluate", "--run", str(run_dir), "--episodes", "2", "--step", "20")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "over 2 greedy episodes (checkpoint at training step 20)" in result.stdout
+    result = muzero("evaluate", "--run", str(run_dir), "--step", "7")
+    checkpoints = run_dir / "checkpoints"
+    _assert_usage_error(
+        result, f"--step 7: no complete checkpoint at that step in {checkpoints} (complete: 20, 25, 30)"
+    )
 
 
 def _assert_usage_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
