@@ -1,7 +1,7 @@
 """What an untrained network's search prefers: self-play's first moves with fresh networks.
 
     python scripts/probe_root.py --config configs/minatar/freeway.yaml --networks 6 --moves 40 \\
-        [--set search.count_root_evaluation=true]
+        --set search.algorithm=puct [--set search.count_root_evaluation=true]
 
 For each of `--networks` freshly initialised networks (seeds 0, 1, ... as `run.seed` seeds a run), plays
 `--moves` self-play moves of one game (environment seed: the network's) with the reference
