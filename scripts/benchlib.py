@@ -71,10 +71,11 @@ def write_csv(path: Path, rows: Sequence[dict]) -> None:
         writer.writerows(rows)
 
 
-def save_figure(fig, out: Path, title: str) -> None:
-    """`fig` (matplotlib) titled, laid out and written to `out` (its folder made), said on stdout."""
+def save_figure(fig, out: Path, title: str, bottom: float = 0.0) -> None:
+    """`fig` (matplotlib) titled, laid out above the `bottom` share of its height (kept for a
+    figure legend) and written to `out` (its folder made), said on stdout."""
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")

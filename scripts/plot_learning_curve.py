@@ -20,6 +20,8 @@ from pathlib import Path
 from bench_minatar import DQN_CURVE, dqn_at, plot_dqn_curve
 from benchlib import save_figure
 
+LEGEND_COLUMNS = 3
+
 
 def read_eval(run_dir: Path) -> dict[str, list[float]]:
     with open(run_dir / "eval.csv", newline="") as f:
@@ -57,8 +59,16 @@ def draw(runs: list[Path], labels: list[str], dqn: str | None = None):
     by_time.set_xlabel("wall-clock minutes since start")
     by_steps.set_xlabel("environment steps (self-play moves)")
     by_time.set_ylabel("greedy return (mean ± std)")
-    by_steps.legend(loc="lower right", fontsize=8)
+    # Below the panels, not over them: with several runs and their bands any corner hides a curve.
+    handles, names = by_steps.get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(len(names), LEGEND_COLUMNS), fontsize=8)
     return fig
+
+
+def legend_height(fig) -> float:
+    """The share of `fig`'s height its legend's rows take below the panels."""
+    rows = -(-len(fig.legends[0].get_texts()) // LEGEND_COLUMNS) if fig.legends else 0
+    return 0.06 * rows
 
 
 def table(runs: list[Path], labels: list[str], dqn: str | None = None) -> str:
@@ -97,7 +107,8 @@ def main() -> None:
         if not (run / "eval.csv").is_file():
             parser.error(f"{run}: no eval.csv (not a run's folder, or no evaluation yet)")
     labels = args.labels or [run.name for run in args.runs]
-    save_figure(draw(args.runs, labels, args.dqn), args.out, args.title)
+    fig = draw(args.runs, labels, args.dqn)
+    save_figure(fig, args.out, args.title, bottom=legend_height(fig))
     if args.table:
         print(table(args.runs, labels, args.dqn))
 

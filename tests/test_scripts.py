@@ -396,6 +396,12 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
     # point, 0.1M (the run reaches 10,000 steps), and no line at 200.
     steps_panel = lines(plot.draw([run], ["run"], "space_invaders"), 1)
     assert steps_panel == [([5000.0, 10000.0], [3.0, 4.0]), ([1e5], [16.1])]
+    # One legend, below the panels (none on them): the run and DQN, in one row of the 3 columns.
+    figure = plot.draw([run], ["run"], "space_invaders")
+    names = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert names == ["run", "DQN (Young & Tian 2019, training returns)"]
+    assert all(axis.get_legend() is None for axis in figure.axes)
+    assert plot.legend_height(figure) == pytest.approx(0.06)
     # Without --dqn: CartPole's line at 200 on both panels (axhline: y 200 at both ends), no DQN.
     cartpole = plot.draw([run], ["run"])
     for panel in (0, 1):
