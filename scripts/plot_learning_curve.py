@@ -61,7 +61,8 @@ def draw(runs: list[Path], labels: list[str], dqn: str | None = None):
     by_time.set_ylabel("greedy return (mean ± std)")
     # Below the panels, not over them: with several runs and their bands any corner hides a curve.
     handles, names = by_steps.get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(len(names), LEGEND_COLUMNS), fontsize=8)
+    if handles:  # none when every eval.csv is still empty and no DQN curve is drawn
+        fig.legend(handles, names, loc="lower center", ncol=min(len(names), LEGEND_COLUMNS), fontsize=8)
     return fig
 
 

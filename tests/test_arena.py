@@ -132,11 +132,13 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     assert [row["simulations"] for row in written] == ["4", "4"]
     result = muzero_command(
         "evaluate", "--run", str(run_dir), "--opponent", "random", "--games", "2", "--csv", str(table),
-        "--simulations", "7",
+        "--simulations", "7", "--step", "10",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert "7 simulations per move" in result.stdout
-    assert [row["simulations"] for row in csv.DictReader(table.open())] == ["7", "7"]
+    # The older kept checkpoint (10 and 20 are complete: train.checkpoint_interval 10) by its step.
+    rows = list(csv.DictReader(table.open()))
+    assert [(row["simulations"], row["training_step"]) for row in rows] == [("7", "10"), ("7", "10")]
     for command in ("evaluate", "play"):
         result = muzero_command(command, "--run", str(run_dir), "--simulations", "0")
         assert result.returncode == 2 and "--simulations: expected an integer >= 1, got 0" in result.stderr
@@ -144,8 +146,10 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     moves = "\n".join(str(a) for a in range(9)) * 2 + "\n"
     # The run keeps the checkpoints at steps 10 and 20 (train.checkpoint_interval 10): not 3.
     result = muzero_command("play", "--run", str(run_dir), "--step", "3")
-    assert result.returncode == 2 and "--step 3: no complete checkpoint at that step" in result.stderr
-    assert "(complete: 10, 20)" in result.stderr
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    checkpoints = run_dir / "checkpoints"
+    refusal = f"muzero play: error: --step 3: no complete checkpoint at that step in {checkpoints} (complete: 10, 20)"
+    assert result.stderr.strip().splitlines() == [refusal]
     result = muzero_command("play", "--run", str(run_dir), "--second", "--step", "10", input_text=moves)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "You play second" in result.stdout and result.stdout.strip().splitlines()[-1] in (

@@ -79,11 +79,13 @@ def test_train_tiny_then_evaluate(tiny_run):
     result = muzero("evaluate", "--run", str(run_dir), "--episodes", "2", "--step", "20")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "over 2 greedy episodes (checkpoint at training step 20)" in result.stdout
-    result = muzero("evaluate", "--run", str(run_dir), "--step", "7")
+    videos = run_dir.parent / "videos"  # refused before anything is written: no folder for the videos
+    result = muzero("evaluate", "--run", str(run_dir), "--step", "7", "--video", str(videos))
     checkpoints = run_dir / "checkpoints"
     _assert_usage_error(
         result, f"--step 7: no complete checkpoint at that step in {checkpoints} (complete: 20, 25, 30)"
     )
+    assert not videos.exists()
 
 
 def _assert_usage_error(result: subprocess.CompletedProcess, *fragments: str) -> None:

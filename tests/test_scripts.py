@@ -402,6 +402,10 @@ def test_plot_learning_curve_draws_dqns_curve_beside_a_run(tmp_path):
     assert names == ["run", "DQN (Young & Tian 2019, training returns)"]
     assert all(axis.get_legend() is None for axis in figure.axes)
     assert plot.legend_height(figure) == pytest.approx(0.06)
+    # A run that has not evaluated yet (eval.csv's header only), no DQN: nothing labelled, no legend.
+    (tmp_path / "fresh").mkdir()
+    fresh = plot.draw([_run_with_evaluations(tmp_path / "fresh", "")], ["fresh"])
+    assert fresh.legends == [] and plot.legend_height(fresh) == 0
     # Without --dqn: CartPole's line at 200 on both panels (axhline: y 200 at both ends), no DQN.
     cartpole = plot.draw([run], ["run"])
     for panel in (0, 1):
