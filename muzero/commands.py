@@ -29,7 +29,6 @@ from muzero.run_dir import (
     check_new_run_dir,
     check_resumable,
     check_writable,
-    complete_steps,
     new_default_run_dir,
     prepare_run_dir,
 )
@@ -246,8 +245,7 @@ def _network_shapes(config) -> dict:
 def _check_run_dir(run_dir: Path, step: int | None = None):
     """A finished or running run to read from (no lock taken), with a complete checkpoint at
     `step` when given; returns its config."""
-    check_finished_run(run_dir)
-    _check_step(step, run_dir, complete_steps(run_dir / CHECKPOINT_DIR))
+    _check_step(step, run_dir, check_finished_run(run_dir))
     return load_config(run_dir / CONFIG_FILE)
 
 

@@ -284,10 +284,12 @@ def _kind(path: Path) -> str:
     return "a folder" if path.is_dir() else "a file" if path.is_file() else "something that is neither file nor folder"
 
 
-def check_finished_run(run_dir: Path) -> None:
+def check_finished_run(run_dir: Path) -> list[int]:
     """A finished or running run to read from (`evaluate`, `play`; no lock taken): its config
-    and a complete checkpoint."""
+    and a complete checkpoint. Returns the complete checkpoints' steps, as `check_resumable`."""
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunDirError(f"{run_dir}: not a run directory (no {CONFIG_FILE})")
-    if not complete_steps(run_dir / CHECKPOINT_DIR):
+    steps = complete_steps(run_dir / CHECKPOINT_DIR)
+    if not steps:
         raise RunDirError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint")
+    return steps

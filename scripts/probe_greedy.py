@@ -62,17 +62,12 @@ def pick(counts: np.ndarray, legal: np.ndarray, rule: str, temperature: float, r
 
 
 def tie_counts(counts: np.ndarray, legal: np.ndarray) -> tuple[bool, int]:
-    """(whether the largest visit count over the legal actions is shared, the action `larger` takes)."""
+    """(whether the largest visit count over the legal actions is shared, the action `larger` takes).
+    The `prior` rule takes the same over the prior [A]: its largest, ties to the larger action."""
     legal_actions = np.flatnonzero(legal)
     visits = counts[legal_actions]
     top = legal_actions[visits == visits.max()]
     return len(top) > 1, int(top[-1])
-
-
-def prior_pick(prior: np.ndarray) -> int:
-    """The `prior` rule's move: the largest of one root's prior [A] (0 on illegal actions), ties
-    to the larger action, as `larger` over visit counts."""
-    return int(np.flatnonzero(prior == prior.max())[-1])
 
 
 def positive(text: str) -> bool:
@@ -146,7 +141,7 @@ def play(loaded: tuple, rule: str, episodes: int, moves: int, seed: int) -> dict
             elif rule.startswith("temperature:"):
                 action = pick(counts, legal[row], "temperature", float(rule.split(":")[1]), rng)
             elif rule == "prior":
-                action = prior_pick(prior[row])
+                action = tie_counts(prior[row], legal[row])[1]  # the prior's largest, ties larger
             else:  # larger, random_ties; noise: the noised search's most visited, ties larger
                 action = pick(counts, legal[row], "larger" if rule == "noise" else rule, 0.0, rng)
             stats["prior"] += prior[row]

@@ -671,8 +671,9 @@ def test_probe_greedy_rules_by_hand():
         assert probe.pick(counts, legal, "larger", 0.0, rng) == softmax_sample(pairs, 0.0, None)
     # The `prior` rule: the prior's largest, ties to the larger action. Priors 1/4, 1/2, 1/4 and
     # 0 on an illegal action: action 1; 0.4, 0.2, 0.4, 0: actions 0 and 2 tie, so 2.
-    assert probe.prior_pick(np.array([0.25, 0.5, 0.25, 0.0])) == 1
-    assert probe.prior_pick(np.array([0.4, 0.2, 0.4, 0.0])) == 2
+    legal = np.array([True, True, True, False])
+    assert probe.tie_counts(np.array([0.25, 0.5, 0.25, 0.0]), legal)[1] == 1
+    assert probe.tie_counts(np.array([0.4, 0.2, 0.4, 0.0]), legal)[1] == 2
 
 
 def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
