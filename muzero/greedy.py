@@ -105,7 +105,7 @@ def with_eval_simulations(config: MuZeroConfig, num_simulations: int | None = No
     `run.eval_simulations` when set, else the search's own (`search.num_simulations`).
 
     Why: a CPU config cuts self-play's budget (MinAtar: 16 simulations), and greedy play with
-    so few can score far below the same network searched more (docs/sample_efficiency.md).
+    so few can score far below the same network searched more (docs/sample_efficiency_freeway.md).
     """
     simulations = config.run.eval_simulations if num_simulations is None else num_simulations
     if not simulations:

@@ -57,7 +57,7 @@ OPTIONS = {
     # Twice the training steps per environment step (EfficientZero trains on each sample more),
     # with the learning rate's decay stretched to match: the schedule counts training steps, so
     # without it the rate at each environment step would be that of twice the steps (measured:
-    # docs/sample_efficiency.md, "more training with the schedule by training step").
+    # docs/sample_efficiency_breakout.md, "More training with the schedule by training step").
     "more_training": ["train.steps_per_move=0.2", "train.lr_decay_steps=100000"],
 }
 # Beyond EfficientZero's pieces: what other MuZero implementations' Atari configs do differently
@@ -78,7 +78,7 @@ OTHERS = {
     # EfficientZero's and LightZero's MinMaxStats divide by at least 0.01; the pseudocode's stretches
     # any range over [0, 1], so early on, when every value is near 0, differences of a thousandth
     # between children can outweigh the prior. `uniform_replay` collapsed onto one action without
-    # the floor and not with it (a probe to 100k; docs/sample_efficiency.md).
+    # the floor and not with it (a probe to 100k; docs/sample_efficiency_breakout.md).
     "min_value_range": ["search.min_value_range=0.01"],
     # The MinAtar baselines train with adaptive optimizers (its DQN: RMSProp at 2.5e-4; Revisiting
     # Rainbow: Adam at 1e-4), as do small-scale MuZeros (Stoix: Adam at 3e-4); the pseudocode's SGD
@@ -90,7 +90,7 @@ OTHERS = {
     "more_training_x3": ["train.steps_per_move=0.3", "train.lr_decay_steps=150000"],
     # EfficientZero's zeroed output layers (value, reward, policy) with the floor they need: an
     # untrained network then says value 0 and a uniform prior, where Keras's initialisation makes
-    # up values that stay in replay (Freeway crossed only with both: docs/sample_efficiency.md).
+    # up values that stay in replay (Freeway crossed only with both: docs/sample_efficiency_freeway.md).
     "init_zero": ["network.init_zero=true", "search.min_value_range=0.01"],
 }
 # Cells that explain another cell's result, not options of their own (not in `together`).

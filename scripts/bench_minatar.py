@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("breakout", "space_invaders", "asterix", "freeway", "seaquest")
 # configs/minatar/breakout.yaml as the Gumbel and ablation benchmarks measured it: 0.1 training
 # steps per move, the learning rate's decay over 50,000 steps; twice the training became its
-# default on 2026-11-27 (docs/sample_efficiency.md, `more_training`). Their cells start from
+# default on 2026-11-27 (docs/sample_efficiency_breakout.md, `more_training`). Their cells start from
 # these, so that the cells kept in docs/ and the cells run since compare.
 BREAKOUT_AS_MEASURED = ["train.steps_per_move=0.1", "train.lr_decay_steps=50000"]
 # DQN's learning curves in the MinAtar paper (Young & Tian 2019, figure 2: the moving average

@@ -10,7 +10,7 @@ of pUCT, Gumbel's improved policy), and the mean of the searches' root values (w
 targets bootstrap from without Reanalyse; in two-player games, each from its mover's side).
 Where the returns stand still, the shares show whether self-play explored: moves spread over
 the actions as a random policy's would, or drawn to a few of them; and root values far from
-the returns show values the network made up. docs/sample_efficiency.md quotes it for Freeway.
+the returns show values the network made up. docs/sample_efficiency_freeway.md quotes it for Freeway.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ action at such a tie.
 A game is cut after `--moves` moves (Freeway's timer ends it at 2,500); the return counts the
 rewards until then. Why: greedy play takes the most visited action of a noiseless search, and
 where it scores far below self-play's noised, sampled moves, the rules tell apart what it
-misses: a tie rule, the noise, the sampling or the budget. docs/sample_efficiency.md quotes
-it for Freeway and Space Invaders.
+misses: a tie rule, the noise, the sampling or the budget. docs/sample_efficiency_freeway.md and
+docs/sample_efficiency_space_invaders.md quote it.
 """
 
 from __future__ import annotations

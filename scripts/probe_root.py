@@ -20,7 +20,7 @@ searches:
 
 `selfplay.random_opening_moves` and `random_moves_before_step` are not applied: every move is
 the search's. An untrained network knows nothing, so a share far from uniform is the search's
-own lean. docs/sample_efficiency.md quotes it for Freeway, whose largest action is *down*.
+own lean. docs/sample_efficiency_freeway.md quotes it for Freeway, whose largest action is *down*.
 """
 
 from __future__ import annotations
