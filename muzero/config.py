@@ -105,7 +105,7 @@ class SearchConfig:
     # Whose point of view values and rewards take when players alternate (no-op with one player). "negamax": a node's
     # value is the view of the player to move there, negated for its parent when the other player moves there; a
     # reward (the mover's) enters the backup signed by the mover against the leaf's player. "pseudocode": as they are
-    # (the pseudocode's backup `value = node.reward + discount * value` ignores whose reward it is).
+    # (the pseudocode's backup `value = node.reward + discount * value` ignores whose reward it is; not with Gumbel).
     two_player_rule: str = field(default="negamax", metadata=_range(choices=("negamax", "pseudocode")))
     # Temperature of the visit-count softmax that picks self-play moves (pseudocode
     # `visit_softmax_temperature_fn`), as data: below.
@@ -119,7 +119,7 @@ class SearchConfig:
     # sequential halving shares the simulations (mctx's default).
     max_considered_actions: int = field(default=16, metadata=_range(min=1))
     # Gumbel: sigma(q) = (c_visit + max visits) * c_scale * q, q min-max normalised over the
-    # node's completed Q-values (the paper's 50 and 0.1).
+    # node's completed Q-values (mctx's defaults: maxvisit_init 50, value_scale 0.1).
     c_visit: float = field(default=50.0, metadata=_range(min=0.0))
     # See c_visit.
     c_scale: float = field(default=0.1, metadata=_range(gt=0.0))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ATARI_TINY, TINY
+from tests.helpers import ATARI_TINY, TICTACTOE, TINY
 from tests.helpers import muzero_command as muzero
 
 
@@ -157,6 +157,10 @@ def test_bad_environment_and_run_directories(tmp_path):
         str(tmp_path / "r"),
     )
     _assert_usage_error(result, "game.stacked_frames: stacking frames needs image observations", "shape (4,)")
+    # Gumbel's completed Q needs the negamax rule with two players (tic-tac-toe); with one it is a no-op.
+    two_players = ["--set", "search.algorithm=gumbel", "--set", "search.two_player_rule=pseudocode"]
+    result = muzero("train", "--config", TICTACTOE, *two_players, "--logdir", str(tmp_path / "r"))
+    _assert_usage_error(result, "search.two_player_rule: ", "has two players: Gumbel MuZero needs")
     result = muzero(
         "train", "--config", ATARI_TINY, "--set", "game.action_space_size=6", "--logdir", str(tmp_path / "r")
     )
