@@ -161,6 +161,9 @@ def test_bad_environment_and_run_directories(tmp_path):
     two_players = ["--set", "search.algorithm=gumbel", "--set", "search.two_player_rule=pseudocode"]
     result = muzero("train", "--config", TICTACTOE, *two_players, "--logdir", str(tmp_path / "r"))
     _assert_usage_error(result, "search.two_player_rule: ", "has two players: Gumbel MuZero needs")
+    assert not (tmp_path / "r").exists()
+    result = muzero("train", "--config", TINY, *two_players, "--print-config")  # CartPole: one player
+    assert result.returncode == 0, result.stderr
     result = muzero(
         "train", "--config", ATARI_TINY, "--set", "game.action_space_size=6", "--logdir", str(tmp_path / "r")
     )
