@@ -58,13 +58,7 @@ def command_train(args: argparse.Namespace) -> int:
         config = load_config(config_paths, args.set)
         where = " + ".join(config_paths)
     try:
-        spec = check_environment(config.game, config.replay.augment_symmetries, config.network)
-        if spec.num_players > 1 and config.search.algorithm == "gumbel" and config.search.two_player_rule != "negamax":
-            raise EnvironmentSpecError(  # Gumbel's completed Q-values take each node's mover's view
-                f"{config.game.id} has two players: Gumbel MuZero needs search.two_player_rule: negamax "
-                "(the pseudocode's rule leaves the other player's values unnegated)",
-                key="search.two_player_rule",
-            )
+        spec = check_environment(config.game, config.replay.augment_symmetries, config.network, config.search)
         if config.run.eval_opponents:
             from muzero.arena import check_opponents
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from muzero.envs.base import Environment, EnvironmentSpec, EnvironmentSpecError, GamePlugin
 
 if TYPE_CHECKING:
-    from muzero.config import GameConfig, NetworkConfig
+    from muzero.config import GameConfig, NetworkConfig, SearchConfig
 
 __all__ = [
     "Environment",
@@ -157,7 +157,10 @@ def _board_shape_or_none(game: GameConfig) -> tuple[int, int, int] | None:
 
 
 def check_environment(
-    game: GameConfig, augment_symmetries: bool = False, network: NetworkConfig | None = None
+    game: GameConfig,
+    augment_symmetries: bool = False,
+    network: NetworkConfig | None = None,
+    search: SearchConfig | None = None,
 ) -> EnvironmentSpec:
     """Makes one environment and checks it against the `game` section; returns what it is.
 
@@ -165,6 +168,8 @@ def check_environment(
       augment_symmetries: `replay.augment_symmetries`: the game must have symmetries.
       network: the `network` section: a resnet needs image observations or a board
         (`GamePlugin.board_shape`), and a board keeps its size (`downsample: false`).
+      search: the `search` section: Gumbel's completed Q-values need the negamax rule
+        with two players (each node's values from its mover's view).
 
     Raises:
       EnvironmentSpecError: with a one-line message and the config key to blame.
@@ -186,6 +191,13 @@ def check_environment(
         if spec.num_players not in (1, 2):
             raise EnvironmentSpecError(
                 f"{game.id}: {spec.num_players} players; only 1 or 2 (alternating) are supported"
+            )
+        gumbel = search is not None and search.algorithm == "gumbel"
+        if gumbel and spec.num_players > 1 and search.two_player_rule != "negamax":
+            raise EnvironmentSpecError(
+                f"{game.id} has two players: Gumbel MuZero needs search.two_player_rule: negamax "
+                "(the pseudocode's rule leaves the other player's values unnegated)",
+                key="search.two_player_rule",
             )
         if network is not None and network.kind == "resnet" and len(spec.observation_shape) == 1:
             board = board_shape_of(game)  # raises for a board game whose tensor is not a board
