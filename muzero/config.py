@@ -337,7 +337,7 @@ class ReanalyseConfig:
     """MuZero Reanalyze (paper appendix): fresher targets for stored positions.
 
     Reanalyse re-runs the search on positions already in replay with the newest network
-    and stores the root visit distributions and root values it finds. When on
+    and stores the root visit distributions it finds (not its root values). When on
     (`fraction` > 0), that fraction of the sampled positions takes its policy target
     from those fresh statistics, and every value target bootstraps from a target network
     θ⁻ (a copy of the weights refreshed every `target_network_interval` training steps)

@@ -3,8 +3,9 @@
 Three parts, as in the paper:
 
 * `reanalyse_positions`: the search is run again, with the newest network, on positions
-  stored in replay; their root visit distributions and root values are written back
-  (`ReplayBuffer.store_reanalysis`). Root noise as self-play's unless `reanalyse.root_noise`
+  stored in replay; their root visit distributions (Gumbel: the improved policies) are
+  written back (`ReplayBuffer.store_reanalysis`); their root values are not kept, as the
+  value targets come from θ⁻ (below). Root noise as self-play's unless `reanalyse.root_noise`
   is off (EfficientZero's reanalysis adds it too).
 * Policy targets: the first `reanalyse.fraction` of each sampled batch takes them from the
   reanalysed statistics (`ReplayBuffer.sample_batch`).
