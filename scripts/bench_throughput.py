@@ -325,7 +325,7 @@ def load(config_path: str, overrides: Sequence[str]):
     from muzero.envs import check_environment
 
     config = load_config(config_path, list(overrides))
-    return config, check_environment(config.game, config.replay.augment_symmetries, config.network)
+    return config, check_environment(config.game, config.replay.augment_symmetries, config.network, config.search)
 
 
 def synthetic_batch(config, network, rng: np.random.Generator):
