@@ -13,8 +13,9 @@ Three parts, as in the paper:
   a copy of the weights refreshed every `reanalyse.target_network_interval` training
   steps (`TargetNetwork`).
 
-Which positions: those whose statistics are the oldest (by the training step of the
-search that produced them: self-play's when never reanalysed), the oldest game first,
+Which positions: those whose statistics are the oldest (by the learner's training step
+when they reached replay: their game's arrival when never reanalysed, else their last
+reanalysis's; one clock on both back ends), the oldest game first,
 so the whole window is swept again and again. `LocalReanalyse` does it in this process,
 `reanalyse.positions_per_step` positions per training step, in batches of
 `reanalyse.batch_size`; `muzero.reanalyse_actors.RayReanalyse` on Ray actors.

@@ -138,8 +138,10 @@ class RayReanalyse(ReanalyseDriver):
         pool = self.pool
         if not pool.actors:
             pool.start(step)
+        # Labelled with the learner's step now, not the searching weights' step: games carry
+        # the step they reached replay at, and one clock orders both (`positions_to_reanalyse`).
         for answer in pool.collect(block=False):
-            self._store(replay_buffer, answer.rows, answer.layout, answer.result, answer.weights_step)
+            self._store(replay_buffer, answer.rows, answer.layout, answer.result, step)
         pool.put_network(network.training_steps(), network)
         slots = pool.free_slots()
         while self.credit >= self.batch_size and slots:

@@ -19,7 +19,14 @@ from muzero.config import (
 from muzero.envs import EnvironmentSpec
 from muzero.factories import make_replay_buffer, make_run_network, network_factory
 from muzero.game import Game
-from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_noise, reanalyse_positions, select_positions
+from muzero.reanalyse import (
+    LocalReanalyse,
+    ReanalyseDriver,
+    TargetNetwork,
+    reanalyse_noise,
+    reanalyse_positions,
+    select_positions,
+)
 from muzero.search import BatchedSearcher, SearchResult
 from muzero.selfplay import root_noise
 from tests.test_batched_search import RowwiseNetwork, random_network, reference_visits
@@ -310,6 +317,44 @@ def test_positions_out_in_calls_are_not_chosen_again():
         select_positions(buffer, 2, exclude=[(first.layout - 1, first.rows)]).rows, first.rows
     )
     assert select_positions(buffer, 9, exclude=[(first.layout, np.arange(6))]) is None
+
+
+class _AnsweredPool:
+    """An `ActorPool` stand-in with one call answered and no free slot (nothing is sent)."""
+
+    def __init__(self, answer):
+        self.actors, self.answers = [object()], [answer]
+
+    def collect(self, block: bool = True) -> list:
+        answers, self.answers = self.answers, []
+        return answers
+
+    def put_network(self, step: int, network) -> None:
+        pass
+
+    def free_slots(self) -> list[int]:
+        return []
+
+
+def test_ray_reanalysis_is_labelled_with_the_learners_step_as_games_are():
+    from muzero.reanalyse_actors import RayReanalyse, ReanalyseResult
+
+    rng = np.random.default_rng(0)
+    config = _config(positions_per_step=4.0, batch_size=4)
+    buffer = make_replay_buffer(config, SPEC, np.random.default_rng(0))
+    buffer.save_game(_game(4, rng, first=0.0), training_step=0)
+    positions = select_positions(buffer, 4)  # game 1, moves 0-3
+    buffer.save_game(_game(4, rng, first=10.0), training_step=20)
+    # An actor searched game 1 with the weights of step 5; its answer reaches replay at step 30.
+    answer = ReanalyseResult(0, 0, "p", positions.rows, positions.layout, SearchResult(np.ones((4, 3)), np.zeros(4)), 5)
+    driver = RayReanalyse.__new__(RayReanalyse)
+    ReanalyseDriver.__init__(driver, config.reanalyse)
+    driver.pool = _AnsweredPool(answer)
+    driver.after_training_step(buffer, random_network(rng, obs=4, actions=ACTIONS, hidden=5, width=12, support=3), 30)
+    # Labelled 30, the clock game 2 (step 20) carries: game 2's never-reanalysed moves are now
+    # the oldest. Labelled with the weights' 5 instead, game 1 would come first again.
+    np.testing.assert_array_equal(select_positions(buffer, 4).observation[:, 0], [10.0, 11.0, 12.0, 13.0])
+    assert driver.ages == [30.0]  # replaced statistics of step 0: age 30
 
 
 def test_resuming_a_run_from_before_reanalyse_copies_the_restored_network(tictactoe_tiny_run, tmp_path):

@@ -282,7 +282,7 @@ class ReplayBuffer:
     @_locked
     def positions_to_reanalyse(self, count: int, exclude: list[tuple[int, np.ndarray]] = ()) -> Positions | None:
         """The `count` positions in the window whose search statistics are the oldest (by the
-        training step of the search that produced them: self-play's when never reanalysed;
+        learner's step when they reached replay: the game's arrival when never reanalysed;
         ties: the oldest game first, then the earlier move); None when there are none.
 
         Args:
@@ -317,7 +317,8 @@ class ReplayBuffer:
         Args:
           result: `SearchResult`: its policy target [N, A] is stored (the visit counts,
             normalised, when it has none).
-          training_step: the step of the network that searched.
+          training_step: the learner's step when the results reach replay, the clock of
+            `save_game` (in this process the searching network is the newest published one).
 
         Returns:
           the mean age, in training steps, of the statistics replaced (self-play's or an

@@ -149,8 +149,8 @@ class FlatGames:
         )
 
     def search_step(self, rows: np.ndarray, game_index: np.ndarray) -> np.ndarray:
-        """Training step of the search behind each row's policy statistics (rows of the games
-        `game_index`): its last reanalysis, else self-play's (the step its game entered replay)."""
+        """The learner's step when each row's policy statistics reached replay (rows of the
+        games `game_index`): its last reanalysis's, else the step its game entered replay."""
         return np.where(self.reanalysed_step[rows] >= 0, self.reanalysed_step[rows], self.saved_step[game_index])
 
     def game(self, index: int) -> Game:
