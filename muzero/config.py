@@ -351,7 +351,7 @@ class ReanalyseConfig:
     # the paper does not say). Measured on CartPole: without it a network that prefers one action finds all 50 visits on
     # that action, the targets become one-hot and the policy collapses (greedy return 9 after 5,000 steps).
     root_noise: bool = True
-    # Bootstrap horizon n of value targets while Reanalyse is on (the paper: 5).
+    # Bootstrap horizon n of value targets while Reanalyse is on (the paper: 5; CartPole, a reward every step: 20 halved its moves on 3 seeds of 3, 5 on 1: docs/reanalyse.md).
     td_steps: int = field(default=5, metadata=_range(min=1))
     # Training steps between refreshes of the target network θ⁻.
     target_network_interval: int = field(default=100, metadata=_range(min=1))
