@@ -36,7 +36,7 @@ class Game:
         stored positions again); None with one player (every action is legal).
       saved_step: the learner's training step when the game entered replay.
       reanalysis: Reanalyse's statistics as of the last checkpoint: (visit distributions
-        [T, A], training step of each one's search [T], -1: not reanalysed); None until then.
+        [T, A], the learner's step when each reached replay [T], -1: not reanalysed); None until then.
 
     A segment of a longer game (`segment`, `selfplay.segment_length`) is a Game too: its
     position 0 is the episode's move `first_move`; `frames_before` observations and the

@@ -47,7 +47,8 @@ class ReanalyseResult:
       actor_index, incarnation, process: which actor answered (see `muzero.actors.PlayResult`).
       rows, layout: the positions' flat replay rows, as the driver sent them.
       result: the search's visit counts [N, A] and root values [N].
-      weights_step: training step of the network that searched.
+      weights_step: training step of the network that searched (replay labels the results with
+        the learner's step when they arrive instead: `RayReanalyse.after_training_step`).
     """
 
     actor_index: int

@@ -42,7 +42,7 @@ class FlatGames:
     run), else computed when the game is appended, then refreshed by training.
 
     With `reanalyse`, fresh_visits / reanalysed_step hold each move's newest reanalysed root
-    visit distribution and the training step it was searched at (-1: never reanalysed);
+    visit distribution and the learner's step when it reached replay (-1: never reanalysed);
     `Game.reanalysis` carries them across checkpoints. (Reanalysed root values are not
     kept: value targets bootstrap from the target network instead, as in the paper.)
 
