@@ -19,7 +19,7 @@ from absl import logging
 from muzero.config import MuZeroConfig
 from muzero.config_io import config_to_yaml
 from muzero.config_loader import config_changes, load_config
-from muzero.envs import EnvironmentSpec, EnvironmentSpecError, check_environment
+from muzero.envs import EnvironmentSpec, EnvironmentSpecError, check_config_environment, check_environment
 from muzero.progress import log_to_file
 from muzero.run_dir import (
     CHECKPOINT_DIR,
@@ -58,7 +58,7 @@ def command_train(args: argparse.Namespace) -> int:
         config = load_config(config_paths, args.set)
         where = " + ".join(config_paths)
     try:
-        spec = check_environment(config.game, config.replay.augment_symmetries, config.network, config.search)
+        spec = check_config_environment(config)
         if config.run.eval_opponents:
             from muzero.arena import check_opponents
 

@@ -322,10 +322,10 @@ def label(config_path: str) -> str:
 def load(config_path: str, overrides: Sequence[str]):
     """(config, spec) of a config file with --set overrides."""
     from muzero.config_loader import load_config
-    from muzero.envs import check_environment
+    from muzero.envs import check_config_environment
 
     config = load_config(config_path, list(overrides))
-    return config, check_environment(config.game, config.replay.augment_symmetries, config.network, config.search)
+    return config, check_config_environment(config)
 
 
 def synthetic_batch(config, network, rng: np.random.Generator):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from muzero.envs.base import Environment, EnvironmentSpec, EnvironmentSpecError, GamePlugin
 
 if TYPE_CHECKING:
-    from muzero.config import GameConfig, NetworkConfig, SearchConfig
+    from muzero.config import GameConfig, MuZeroConfig, NetworkConfig, SearchConfig
 
 __all__ = [
     "Environment",
@@ -35,6 +35,7 @@ __all__ = [
     "EnvironmentSpecError",
     "GamePlugin",
     "board_shape_of",
+    "check_config_environment",
     "check_environment",
     "check_game_plugin",
     "infer_action_space_size",
@@ -224,3 +225,9 @@ def check_environment(
         return spec
     finally:
         env.close()
+
+
+def check_config_environment(config: MuZeroConfig) -> EnvironmentSpec:
+    """`check_environment` with every section of `config` it checks (game, symmetries, network,
+    search), as `muzero train` checks a run: one place, so no loader forgets a section."""
+    return check_environment(config.game, config.replay.augment_symmetries, config.network, config.search)
