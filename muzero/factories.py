@@ -65,9 +65,13 @@ def make_learner(config: MuZeroConfig, network: KerasNetwork) -> Learner:
     """`update_weights` with the `train` section's optimizer, for `network`."""
     from muzero.training import Learner
 
-    # With Reanalyse, value targets bootstrap from the target network, reanalyse.td_steps ahead.
-    td_steps = config.reanalyse.td_steps if reanalyse_enabled(config.reanalyse) else config.train.td_steps
-    return Learner(config.train, network, td_steps, config.run.grad_summary_interval)
+    return Learner(config.train, network, value_td_steps(config), config.run.grad_summary_interval)
+
+
+def value_td_steps(config: MuZeroConfig) -> int:
+    """n of the learner's n-step value targets: `reanalyse.td_steps` while Reanalyse is on (they bootstrap
+    from the target network), else `train.td_steps`. New games' initial priorities use the same n."""
+    return config.reanalyse.td_steps if reanalyse_enabled(config.reanalyse) else config.train.td_steps
 
 
 def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.random.Generator) -> ReplayBuffer:
@@ -77,7 +81,7 @@ def make_replay_buffer(config: MuZeroConfig, spec: EnvironmentSpec, rng: np.rand
         rng,
         batch_size=config.train.batch_size,
         action_space_size=config.action_space_size,
-        td_steps=config.train.td_steps,
+        td_steps=value_td_steps(config),
         discount=config.discount,
         reanalyse_fraction=config.reanalyse.fraction,
         num_unroll_steps=config.train.num_unroll_steps,

@@ -109,9 +109,14 @@ def test_make_replay_buffer_unpacks_the_sections():
     spec = EnvironmentSpec((3,), np.float32, 5, 1, symmetries=(identity,))
     buffer = make_replay_buffer(config, spec, np.random.default_rng(0))
     assert (buffer.window_size, buffer.batch_size, buffer.action_space_size) == (7, 12, 5)
-    assert (buffer.td_steps, buffer.discount, buffer.priority_alpha) == (4, 0.9, 0.6)
+    # Reanalyse is on: new games' initial priorities use the learner's horizon,
+    # reanalyse.td_steps (default 5), not train.td_steps (4).
+    assert (buffer.td_steps, buffer.discount, buffer.priority_alpha) == (5, 0.9, 0.6)
     assert buffer.reanalyse_fraction == 0.25 and buffer.with_unroll_observations
     assert buffer.symmetries == (identity,)
     # augment_symmetries off: the spec's symmetries are not used.
     plain = make_replay_buffer(config.replace(replay=ReplayConfig()), spec, np.random.default_rng(0))
     assert plain.symmetries == () and plain.window_size == 1_000_000
+    # Reanalyse off: train.td_steps.
+    off = make_replay_buffer(config.replace(reanalyse=ReanalyseConfig()), spec, np.random.default_rng(0))
+    assert off.td_steps == 4

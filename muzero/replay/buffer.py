@@ -86,8 +86,8 @@ class ReplayBuffer:
       rng: draws the samples, the padding actions and the symmetries (exact resume covers it).
       batch_size: B, positions per batch (`train.batch_size`).
       action_space_size: A.
-      td_steps: n of the n-step value target of the initial priorities (`train.td_steps`;
-        `sample_batch` takes its own).
+      td_steps: n of the n-step value target of the initial priorities, the learner's
+        (`muzero.factories.value_td_steps`); `sample_batch` takes its own.
       discount: the game's discount.
       reanalyse_fraction: `reanalyse.fraction`: the share of each batch whose policy targets
         come from reanalysed statistics; 0: Reanalyse off.
