@@ -103,15 +103,15 @@ def test_make_replay_buffer_unpacks_the_sections():
         game=GameConfig(action_space_size=5, discount=0.9),
         train=TrainConfig(batch_size=12, td_steps=4, consistency_loss_weight=0.5),
         replay=ReplayConfig(window_size=7, priority_alpha=0.6, augment_symmetries=True),
-        reanalyse=ReanalyseConfig(fraction=0.25),
+        reanalyse=ReanalyseConfig(fraction=0.25, td_steps=3),
     )
     identity = object()  # stands for a Symmetry: the buffer only keeps it
     spec = EnvironmentSpec((3,), np.float32, 5, 1, symmetries=(identity,))
     buffer = make_replay_buffer(config, spec, np.random.default_rng(0))
     assert (buffer.window_size, buffer.batch_size, buffer.action_space_size) == (7, 12, 5)
     # Reanalyse is on: new games' initial priorities use the learner's horizon,
-    # reanalyse.td_steps (default 5), not train.td_steps (4).
-    assert (buffer.td_steps, buffer.discount, buffer.priority_alpha) == (5, 0.9, 0.6)
+    # reanalyse.td_steps (3), not train.td_steps (4).
+    assert (buffer.td_steps, buffer.discount, buffer.priority_alpha) == (3, 0.9, 0.6)
     assert buffer.reanalyse_fraction == 0.25 and buffer.with_unroll_observations
     assert buffer.symmetries == (identity,)
     # augment_symmetries off: the spec's symmetries are not used.
