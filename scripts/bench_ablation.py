@@ -106,6 +106,12 @@ DIAGNOSTICS = {
     # Reanalyze) where the baseline's is 10 steps of the stored search value; this one keeps
     # the baseline's horizon, so that the two changes are told apart.
     "reanalyse_td10": [*OPTIONS["reanalyse"], "reanalyse.td_steps=10"],
+    # `together` led every seed-0 cell at 200k-250k, then fell below the baseline, and Reanalyse
+    # alone was the weakest piece from 300k on: the other four pieces without it tell whether
+    # Reanalyse is what pulls `together` down.
+    "together_without_reanalyse": [
+        s for name, settings in OPTIONS.items() if name != "reanalyse" for s in settings
+    ],
     # `uniform_replay` collapsed; with the floor on MinMaxStats' range it did not (a probe to 100k,
     # docs/ablation/probes/). This runs it to 500k: the yardstick DQN's replay, without the collapse.
     "uniform_replay_min_value_range": [*OTHERS["uniform_replay"], *OTHERS["min_value_range"]],
