@@ -112,6 +112,9 @@ DIAGNOSTICS = {
     "together_without_reanalyse": [
         s for name, settings in OPTIONS.items() if name != "reanalyse" for s in settings
     ],
+    # `reanalyse_td10` ended at 10.08 where `reanalyse` (5 steps) ended at 3.93: this is `together`
+    # with θ⁻'s bootstrap at the baseline's 10 steps, from which the off-policy correction shrinks it.
+    "together_td10": [*(s for settings in OPTIONS.values() for s in settings), "reanalyse.td_steps=10"],
     # `uniform_replay` collapsed; with the floor on MinMaxStats' range it did not (a probe to 100k,
     # docs/ablation/probes/). This runs it to 500k: the yardstick DQN's replay, without the collapse.
     "uniform_replay_min_value_range": [*OTHERS["uniform_replay"], *OTHERS["min_value_range"]],
