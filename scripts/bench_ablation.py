@@ -238,9 +238,9 @@ def plot(rows: list[dict], path: Path, env_steps: int) -> None:
     import matplotlib.pyplot as plt
 
     fig, axis = plt.subplots(figsize=(7, 4.2))
-    # One colour and one legend entry per cell, whatever its seeds; 20 colours, not the default
+    # One colour and one legend entry per cell, whatever its seeds; 40 colours, not the default
     # 10, so that no two of the ablation's cells share one.
-    colors = plt.get_cmap("tab20").colors
+    colors = plt.get_cmap("tab20").colors + plt.get_cmap("tab20b").colors
     for index, name in enumerate(dict.fromkeys(r["cell"] for r in rows)):
         for run, points in enumerate(seed_runs(rows, name).values()):
             axis.plot(

@@ -68,8 +68,16 @@ def test_ablation_cells_are_each_option_alone_and_all_together():
     # 10 positions per step), and nothing else taken away.
     without = bench.CELLS["together_without_reanalyse"]
     assert sorted(without + ["reanalyse.fraction=0.8", "reanalyse.positions_per_step=10"]) == sorted(together)
-    # And "together" with the 10-step horizon added last, so that it wins over the config's 5.
+    # And "together" with the 10-step horizon added; read as configs, the first turns Reanalyse
+    # off (fraction 0, the default) and the second moves θ⁻'s horizon from the default 5 to 10.
     assert bench.CELLS["together_td10"] == [*together, "reanalyse.td_steps=10"]
+    def config(name):
+        return read_config(bench.BREAKOUT, bench.cell_settings(name)).config
+
+    assert config("together_without_reanalyse").reanalyse.fraction == 0.0
+    assert config("together_without_reanalyse").train.steps_per_move == pytest.approx(0.2)
+    assert config("together").reanalyse.td_steps == 5
+    assert config("together_td10").reanalyse.td_steps == 10
     # Each cell starts from the config as the ablation measured it, 0.1 steps per move, though
     # the shipped config now has more_training's 0.2: the baseline cell is still the 0.1 run.
     assert bench.steps_per_move(bench.BREAKOUT, []) == pytest.approx(0.2)
