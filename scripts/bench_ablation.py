@@ -109,9 +109,7 @@ DIAGNOSTICS = {
     # `together` led every seed-0 cell at 200k-250k, then fell below the baseline, and Reanalyse
     # alone was the weakest piece from 300k on: the other four pieces without it tell whether
     # Reanalyse is what pulls `together` down.
-    "together_without_reanalyse": [
-        s for name, settings in OPTIONS.items() if name != "reanalyse" for s in settings
-    ],
+    "together_without_reanalyse": [s for name, settings in OPTIONS.items() if name != "reanalyse" for s in settings],
     # `reanalyse_td10` ended at 10.08 where `reanalyse` (5 steps) ended at 3.93: this is `together`
     # with θ⁻'s bootstrap at the baseline's 10 steps, from which the off-policy correction shrinks it.
     "together_td10": [*(s for settings in OPTIONS.values() for s in settings), "reanalyse.td_steps=10"],

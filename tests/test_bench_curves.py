@@ -71,6 +71,7 @@ def test_ablation_cells_are_each_option_alone_and_all_together():
     # And "together" with the 10-step horizon added; read as configs, the first turns Reanalyse
     # off (fraction 0, the default) and the second moves θ⁻'s horizon from the default 5 to 10.
     assert bench.CELLS["together_td10"] == [*together, "reanalyse.td_steps=10"]
+
     def config(name):
         return read_config(bench.BREAKOUT, bench.cell_settings(name)).config
 
