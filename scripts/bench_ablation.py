@@ -107,7 +107,7 @@ DIAGNOSTICS = {
     # the baseline's horizon, so that the two changes are told apart.
     "reanalyse_td10": [*OPTIONS["reanalyse"], "reanalyse.td_steps=10"],
     # `together` led every seed-0 cell at 200k-250k, then fell below the baseline, and Reanalyse
-    # alone was the weakest piece from 300k on: the other four pieces without it tell whether
+    # alone (at the paper's 5 steps) was the weakest piece from 300k on: the other four pieces without it tell whether
     # Reanalyse is what pulls `together` down.
     "together_without_reanalyse": [s for name, settings in OPTIONS.items() if name != "reanalyse" for s in settings],
     # `reanalyse_td10` ended at 10.08 where `reanalyse` (5 steps) ended at 3.93: this is `together`
