@@ -93,6 +93,8 @@ OTHERS = {
     # up values that stay in replay (Freeway crossed only with both: docs/sample_efficiency_freeway.md).
     "init_zero": ["network.init_zero=true", "search.min_value_range=0.01"],
 }
+# All of EfficientZero's pieces at once, each override once.
+TOGETHER = [s for settings in OPTIONS.values() for s in settings]
 # Cells that explain another cell's result, not options of their own (not in `together`).
 DIAGNOSTICS = {
     # The visit-count temperature falls by training step (10,000 and 20,000), so `more_training`
@@ -107,12 +109,12 @@ DIAGNOSTICS = {
     # the baseline's horizon, so that the two changes are told apart.
     "reanalyse_td10": [*OPTIONS["reanalyse"], "reanalyse.td_steps=10"],
     # `together` led every seed-0 cell at 200k-250k, then fell below the baseline, and Reanalyse
-    # alone (at the paper's 5 steps) was the weakest piece from 300k on: the other four pieces without it tell whether
-    # Reanalyse is what pulls `together` down.
+    # alone (at the paper's 5 steps) was the weakest piece from 300k on: the other four pieces
+    # without it tell whether Reanalyse is what pulls `together` down.
     "together_without_reanalyse": [s for name, settings in OPTIONS.items() if name != "reanalyse" for s in settings],
     # `reanalyse_td10` ended at 10.08 where `reanalyse` (5 steps) ended at 3.93: this is `together`
     # with θ⁻'s bootstrap at the baseline's 10 steps, from which the off-policy correction shrinks it.
-    "together_td10": [*(s for settings in OPTIONS.values() for s in settings), "reanalyse.td_steps=10"],
+    "together_td10": [*TOGETHER, "reanalyse.td_steps=10"],
     # `uniform_replay` collapsed; with the floor on MinMaxStats' range it did not (a probe to 100k,
     # docs/ablation/probes/). This runs it to 500k: the yardstick DQN's replay, without the collapse.
     "uniform_replay_min_value_range": [*OTHERS["uniform_replay"], *OTHERS["min_value_range"]],
@@ -125,7 +127,7 @@ DIAGNOSTICS = {
 CELLS = {
     "baseline": [],
     **OPTIONS,
-    "together": [s for settings in OPTIONS.values() for s in settings],
+    "together": TOGETHER,
     **OTHERS,
     **DIAGNOSTICS,
 }
