@@ -116,7 +116,8 @@ DIAGNOSTICS = {
     # with θ⁻'s bootstrap at the baseline's 10 steps, from which the off-policy correction shrinks it.
     "together_td10": [*TOGETHER, "reanalyse.td_steps=10"],
     # `uniform_replay` collapsed; with the floor on MinMaxStats' range it did not (a probe to 100k,
-    # docs/ablation/probes/). This runs it to 500k: the yardstick DQN's replay, without the collapse.
+    # docs/ablation/probes/). This runs it to 500k: whether the yardstick DQN's replay stays clear
+    # of the collapse with the floor (seed 0 locked early, then recovered).
     "uniform_replay_min_value_range": [*OTHERS["uniform_replay"], *OTHERS["min_value_range"]],
     # First definitions of two cells, run and kept under these names: the consistency loss on the
     # states themselves, without EfficientZero's heads; twice the training with the learning

@@ -75,8 +75,9 @@ def test_ablation_cells_are_each_option_alone_and_all_together():
     def config(name):
         return read_config(bench.BREAKOUT, bench.cell_settings(name)).config
 
-    assert config("together_without_reanalyse").reanalyse.fraction == 0.0
-    assert config("together_without_reanalyse").train.steps_per_move == pytest.approx(0.2)
+    without_reanalyse = config("together_without_reanalyse")
+    assert without_reanalyse.reanalyse.fraction == 0.0
+    assert without_reanalyse.train.steps_per_move == pytest.approx(0.2)
     assert config("together").reanalyse.td_steps == 5
     assert config("together_td10").reanalyse.td_steps == 10
     # Each cell starts from the config as the ablation measured it, 0.1 steps per move, though
