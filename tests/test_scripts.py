@@ -704,3 +704,52 @@ def test_probe_greedy_plays_a_run(tiny_run, tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_info:
             probe.main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_probe_model_returns_rows_and_agreement_by_hand():
+    probe = load_script("probe_model")
+    # Path 0 takes 3 actions rewarded 1, path 1 one; discount 0.5. Path 0: z_2 = 1,
+    # z_1 = 1 + 0.5 * 1 = 1.5, z_0 = 1 + 0.5 * 1.5 = 1.75, z_3 = z_4 = 0; path 1: z_0 = 1, then 0.
+    rewards = np.array([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    lengths = np.array([3, 1])
+    real = probe.returns_to_go(rewards, lengths, 0.5)
+    np.testing.assert_allclose(real, [[1.75, 1.5, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]])
+    # Model values [2, 1, 0] and [1, 0, 0]; near = 1 action from the end.
+    rows = probe.depth_rows(np.array([[2.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), real[:, :3], lengths, near=1)
+    # k = 0: both paths (0 <= length); real mean (1.75 + 1) / 2, model (2 + 1) / 2, squared error
+    # (0.25^2 + 0) / 2; near the end: path 1 only (1 - 0 <= 1), real 1 and model 1.
+    np.testing.assert_allclose(rows[0], [2, 1.375, 1.5, 0.03125, 1, 1.0, 1.0])
+    # k = 1: both (path 1's state after its last action counts, worth 0); error (0.5^2 + 0) / 2;
+    # near: path 1 (1 - 1 = 0), real 0 and model 0.
+    np.testing.assert_allclose(rows[1], [2, 0.75, 0.5, 0.125, 1, 0.0, 0.0])
+    # k = 2: path 0 only, real 1 against model 0; near (3 - 2 = 1).
+    np.testing.assert_allclose(rows[2], [1, 1.0, 0.0, 1.0, 1, 1.0, 0.0])
+    # Roots 0 / 1 / 2 with real Qs (5, 3) / (4, 4.5) / (1, 9): root 1's differ by 0.5, not
+    # counted; root 0's model (1, 2) picks action 1 against the real 0; root 2's (3, 4) agrees.
+    index = np.array([0, 0, 1, 1, 2, 2])
+    real_q, model_q = np.array([5, 3, 4, 4.5, 1, 9.0]), np.array([1, 2, 0, 1, 3, 4.0])
+    assert probe.root_agreement(index, model_q, real_q) == (2, 0.5)
+
+
+def test_probe_model_reads_a_run(tiny_run, tictactoe_tiny_run, tmp_path, capsys):
+    probe = load_script("probe_model")
+    probe.main(["--run", str(tiny_run), "--episodes", "2", "--every", "3", "--depth", "2", "--near", "5"])
+    header, agreement, *rest = capsys.readouterr().out.splitlines()
+    roots, paths = (int(header.split(": ")[1].split(" roots, ")[0]), int(header.split(", ")[1].split(" real")[0]))
+    assert header.startswith(f"{tiny_run} at training step 30: ") and paths == 2 * roots  # CartPole: 2 actions
+    assert agreement.startswith("the model's Q orders the root's actions as the real paths do at ")
+    tables = [rest[i + 3 : i + 6] for i, line in enumerate(rest) if line.startswith("first action")]
+    assert len(tables) == 2 and all(len(table) == 3 for table in tables)  # depths 0, 1, 2
+    played, other = ([cell.strip() for cell in row.split("|")[1:-1]] for row in (tables[0][0], tables[1][0]))
+    # k = 0 is the root itself in both: one state per root each, the same model value (the root's),
+    # and every real path earns CartPole's reward of 1 for its first action, so it is worth 1 or more.
+    assert int(played[1]) == int(other[1]) == roots and played[3] == other[3]
+    assert float(played[2]) >= 1 and float(other[2]) >= 1
+    for argv, message in (
+        (["--run", str(tmp_path)], "config.yaml: file not found"),
+        (["--run", str(tiny_run), "--depth", "0"], "--depth: expected at least 1, got 0"),
+        (["--run", str(tictactoe_tiny_run)], "this probe reads one-player games"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            probe.main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
