@@ -9,7 +9,8 @@ environment at every `--every`-th position played. From each copy (a root) and e
 action a, two paths take the same actions:
 
 * the real game takes a, then the policy head's largest action on each real observation (no
-  search), until the game ends (or its time limit cuts it);
+  search), until the game ends, or is cut at `game.max_moves` moves from its start (or by the
+  environment's own time limit);
 * the model unrolls those actions from the root's hidden state (the dynamics, `--depth` steps).
 
 At each depth k (the state after k actions; k = 0 is the root) it compares the model's value
@@ -17,17 +18,20 @@ with the real discounted return from that state to the end of the path (0 once t
 ended; a path cut by the time limit counts as ended, as training's targets count it without
 `game.bootstrap_truncated`), separately for the action the search played at the root and
 for the others: their means, the squared error, and the same means over the states whose
-real game ends within `--near` moves (does the model see the end coming?). At the root it
+real game ends within `--near` moves, a cut not counted, since an observation need not show
+how many moves are left (does the model see the end coming?). At the root it
 counts how often the model's Q(a) = r_1 + discount v_1 orders the actions as the real paths
-do, where their returns differ by more than 1.
+do, where their returns differ by more than 1 (the model's ties to the larger action). And it searches each root once more with the
+reference search (greedy, the run's budget) to say how deep the search's tree goes: the
+deepest node it visits, and the mean depth its simulations reach, against training's K.
 
 The real paths follow the policy head, not the search, so their returns are those of a
 weaker player than the one the search assumes; near an end, both fall. Why: inside one of
 CartPole's dips after solving, the more the search looks ahead, the worse it plays
 (docs/reanalyse.md), while the value head fits the stored positions along the actions
 played; this reads the model where training's unrolls do not reach: the actions not played,
-and deeper than K. Only one-player games with one frame per observation (CartPole, MinAtar),
-whose environments copy with their state (`copy.deepcopy`).
+and deeper than K. Only one-player games with one frame per observation and every action
+legal (CartPole, MinAtar), whose environments copy with their state (`copy.deepcopy`).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def returns_to_go(rewards: np.ndarray, lengths: np.ndarray, discount: float) -> 
     return z
 
 
-def depth_rows(model: np.ndarray, real: np.ndarray, lengths: np.ndarray, near: int) -> np.ndarray:
+def depth_rows(model: np.ndarray, real: np.ndarray, lengths: np.ndarray, ended: np.ndarray, near: int) -> np.ndarray:
     """The table's columns for each depth k, over the paths that reach it.
 
     Args:
@@ -68,7 +72,9 @@ def depth_rows(model: np.ndarray, real: np.ndarray, lengths: np.ndarray, near: i
       real: [N, D + 1] the real returns to go there (`returns_to_go`).
       lengths: [N] actions before each path's end: depth k counts while k <= length (the
         state after the last action, worth 0, included).
-      near: a state is near the end when its path ends within `near` actions of it.
+      ended: [N] bool, whether each path's game ended (not cut by the time limit, which an
+        observation need not show).
+      near: a state is near the end when its path's game ends within `near` actions of it.
 
     Returns:
       [D + 1, len(COLUMNS)]; means are NaN where no state counts.
@@ -80,7 +86,7 @@ def depth_rows(model: np.ndarray, real: np.ndarray, lengths: np.ndarray, near: i
     rows = []
     for k in range(model.shape[1]):
         live = k <= lengths
-        close = live & (lengths - k <= near)
+        close = live & ended & (lengths - k <= near)
         error = np.square(model[:, k] - real[:, k])
         rows.append(
             [
@@ -96,21 +102,36 @@ def depth_rows(model: np.ndarray, real: np.ndarray, lengths: np.ndarray, near: i
     return np.array(rows, float)
 
 
-def collect_roots(loaded: tuple, episodes: int, every: int, seed: int) -> list[tuple]:
-    """(environment copy, observation, action played, legal actions) at every `every`-th position of
-    `episodes` greedy games of the run's search."""
+def tree_depths(root) -> tuple[int, float]:
+    """(the depth of the deepest visited node, the mean depth a simulation reached) of a searched
+    `Node` tree. A simulation that reached depth d visited one node at each depth 1..d, so the
+    visits below the root, over those of the root's children, are the mean depth."""
+    deepest, visits, stack = 0, 0, [(child, 1) for child in root.children.values()]
+    while stack:
+        node, depth = stack.pop()
+        if node.visit_count:
+            deepest, visits = max(deepest, depth), visits + node.visit_count
+            stack.extend((child, depth + 1) for child in node.children.values())
+    simulations = sum(child.visit_count for child in root.children.values())
+    return deepest, visits / max(simulations, 1)
+
+
+def collect_roots(loaded: tuple, episodes: int, every: int, seed: int) -> tuple[list[tuple], np.ndarray]:
+    """(environment copy, observation, action played, legal actions, move) at every `every`-th position of
+    `episodes` greedy games of the run's search, and [roots, 2] `tree_depths` of the reference
+    search's tree at each (greedy, the run's budget: the compiled search is tested equal to it)."""
     from muzero.envs import make_environments
     from muzero.factories import make_run_searcher
     from muzero.game import Game
     from muzero.search.reference import softmax_sample
-    from muzero.selfplay import legal_visits, search_games
+    from muzero.selfplay import legal_visits, search_games, search_move
 
     config, spec, network, _ = loaded
     g = config.game
     searcher = make_run_searcher(config, spec, episodes)
     bound = searcher.bind(network)
     games = [Game(g.action_space_size, g.discount, env, 1) for env in make_environments(g, episodes, seed)]
-    roots = []
+    roots, depths = [], []
     for move in range(g.max_moves):
         live = [game for game in games if not game.terminal()]
         if not live:
@@ -120,27 +141,33 @@ def collect_roots(loaded: tuple, episodes: int, every: int, seed: int) -> list[t
             action = softmax_sample(legal_visits(result, legal, row), 0.0, None)
             if move % every == 0:
                 snapshot = copy.deepcopy(game.environment)
-                roots.append((snapshot, game.make_image(-1), action, np.flatnonzero(legal[row])))
+                roots.append((snapshot, game.make_image(-1), action, np.flatnonzero(legal[row]), move))
+                depths.append(tree_depths(search_move(config, network, game, None, greedy=True)[1]))
             game.apply(action)
-    return roots
+    return roots, np.array(depths, float).reshape(-1, 2)
 
 
 def real_paths(network, roots: list[tuple], depth: int, max_moves: int) -> tuple:
-    """Each root's real paths, one per legal first action, then the policy head's largest action.
+    """Each root's real paths, one per legal first action, then the policy head's largest action
+    (over all actions: the games this probe reads have every action legal).
+
+    A path stops where its game ends, or at `max_moves` moves from the game's start (`game.max_moves`,
+    as self-play's games are cut there); only the first counts as ended.
 
     Returns:
-      (root index [N], first action [N], actions [N, T], rewards [N, T], lengths [N]), T the
-      longest path (at least `depth`; actions past a path's end are 0).
+      (root index [N], first action [N], actions [N, T], rewards [N, T], lengths [N], ended [N]
+      bool), T the longest path (at least `depth`; actions past a path's end are 0).
     """
-    index, first, environments = [], [], []
-    for i, (environment, _, _, legal) in enumerate(roots):
+    index, first, environments, budget = [], [], [], []
+    for i, (environment, _, _, legal, move) in enumerate(roots):
         for action in legal:
             index.append(i)
             first.append(int(action))
             environments.append(copy.deepcopy(environment))
+            budget.append(max_moves - move)
     n = len(environments)
     actions, rewards = np.zeros((n, max_moves), np.int64), np.zeros((n, max_moves))
-    lengths = np.zeros(n, np.int64)
+    lengths, ended = np.zeros(n, np.int64), np.zeros(n, bool)
     live = np.ones(n, bool)
     observations = [None] * n
     for t in range(max_moves):
@@ -156,10 +183,10 @@ def real_paths(network, roots: list[tuple], depth: int, max_moves: int) -> tuple
         for r in rows:
             observation, reward, terminated, truncated = environments[r].step(int(chosen[r]))
             actions[r, t], rewards[r, t], observations[r] = chosen[r], reward, observation
-            lengths[r] = t + 1
-            live[r] = not (terminated or truncated)
+            lengths[r], ended[r] = t + 1, terminated
+            live[r] = not (terminated or truncated or t + 1 >= budget[r])
     longest = max(int(lengths.max()), depth)
-    return np.array(index), np.array(first), actions[:, :longest], rewards[:, :longest], lengths
+    return np.array(index), np.array(first), actions[:, :longest], rewards[:, :longest], lengths, ended
 
 
 def model_values(network, observations: np.ndarray, actions: np.ndarray, depth: int, discount: float) -> tuple:
@@ -182,7 +209,8 @@ def root_agreement(index: np.ndarray, model_q: np.ndarray, real_q: np.ndarray, m
         if len(rows) < 2 or np.ptp(real_q[rows]) <= margin:
             continue
         clear += 1
-        agree += int(np.argmax(model_q[rows]) == np.argmax(real_q[rows]))
+        larger = len(rows) - 1 - np.argmax(model_q[rows][::-1])  # ties to the larger action, as the search's
+        agree += int(larger == np.argmax(real_q[rows]))
     return clear, agree / max(clear, 1)
 
 
@@ -214,18 +242,25 @@ def main(argv: list[str] | None = None) -> None:
     config, spec, network, step = loaded
     if spec.num_players != 1 or config.game.stacked_frames != 1 or config.search.algorithm == "gumbel":
         parser.error(f"{args.run}: this probe reads one-player games, one frame per observation, pUCT's counts")
+    if args.depth > config.game.max_moves:
+        parser.error(f"--depth: at most game.max_moves ({config.game.max_moves}), got {args.depth}")
     discount = config.game.discount
-    roots = collect_roots(loaded, args.episodes, args.every, args.seed)
-    index, first, actions, rewards, lengths = real_paths(network, roots, args.depth, config.game.max_moves)
+    roots, depths = collect_roots(loaded, args.episodes, args.every, args.seed)
+    index, first, actions, rewards, lengths, ended = real_paths(network, roots, args.depth, config.game.max_moves)
     real = returns_to_go(rewards, lengths, discount)
     observations = np.stack([roots[i][1] for i in index])
     model, model_q = model_values(network, observations, actions, args.depth, discount)
     played = np.array([roots[i][2] for i in index]) == first
     print(f"{args.run} at training step {step}: {len(roots)} roots, {len(index)} real paths (discount {discount})")
+    print(
+        f"the search's tree at the roots ({config.search.num_simulations} simulations): its deepest node at depth "
+        f"{depths[:, 0].mean():.1f} on average (at most {depths[:, 0].max():.0f}); a simulation reaches depth "
+        f"{depths[:, 1].mean():.2f} on average (training unrolls {config.train.num_unroll_steps})"
+    )
     clear, share = root_agreement(index, model_q, real[:, 0])  # real Q(a): the path's return
     print(f"the model's Q orders the root's actions as the real paths do at {share:.3f} of {clear} roots")
     for label, rows in (("played at the root", played), ("not played", ~played)):
-        table = depth_rows(model[rows], real[rows, : args.depth + 1], lengths[rows], args.near)
+        table = depth_rows(model[rows], real[rows, : args.depth + 1], lengths[rows], ended[rows], args.near)
         print(f"\nfirst action {label} ({rows.sum()} paths)")
         print("| k | " + " | ".join(COLUMNS) + " |")
         print("| --- " * (len(COLUMNS) + 1) + "|")

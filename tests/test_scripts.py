@@ -714,8 +714,9 @@ def test_probe_model_returns_rows_and_agreement_by_hand():
     lengths = np.array([3, 1])
     real = probe.returns_to_go(rewards, lengths, 0.5)
     np.testing.assert_allclose(real, [[1.75, 1.5, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]])
-    # Model values [2, 1, 0] and [1, 0, 0]; near = 1 action from the end.
-    rows = probe.depth_rows(np.array([[2.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), real[:, :3], lengths, near=1)
+    # Model values [2, 1, 0] and [1, 0, 0]; near = 1 action from the end; both games ended.
+    model = np.array([[2.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    rows = probe.depth_rows(model, real[:, :3], lengths, np.array([True, True]), near=1)
     # k = 0: both paths (0 <= length); real mean (1.75 + 1) / 2, model (2 + 1) / 2, squared error
     # (0.25^2 + 0) / 2; near the end: path 1 only (1 - 0 <= 1), real 1 and model 1.
     np.testing.assert_allclose(rows[0], [2, 1.375, 1.5, 0.03125, 1, 1.0, 1.0])
@@ -724,19 +725,83 @@ def test_probe_model_returns_rows_and_agreement_by_hand():
     np.testing.assert_allclose(rows[1], [2, 0.75, 0.5, 0.125, 1, 0.0, 0.0])
     # k = 2: path 0 only, real 1 against model 0; near (3 - 2 = 1).
     np.testing.assert_allclose(rows[2], [1, 1.0, 0.0, 1.0, 1, 1.0, 0.0])
-    # Roots 0 / 1 / 2 with real Qs (5, 3) / (4, 4.5) / (1, 9): root 1's differ by 0.5, not
-    # counted; root 0's model (1, 2) picks action 1 against the real 0; root 2's (3, 4) agrees.
-    index = np.array([0, 0, 1, 1, 2, 2])
-    real_q, model_q = np.array([5, 3, 4, 4.5, 1, 9.0]), np.array([1, 2, 0, 1, 3, 4.0])
-    assert probe.root_agreement(index, model_q, real_q) == (2, 0.5)
+    # Path 1 cut by the time limit instead of ended: never near the end, so nothing is at k = 0 and 1.
+    cut = probe.depth_rows(model, real[:, :3], lengths, np.array([True, False]), near=1)
+    np.testing.assert_allclose(cut[:, 4], [0, 0, 1])
+    assert np.isnan(cut[:2, 5:]).all() and list(cut[2, 5:]) == [1.0, 0.0]
+    np.testing.assert_allclose(cut[:, :4], rows[:, :4])  # the other columns do not depend on it
+    # Roots 0 / 1 / 2 / 3 with real Qs (5, 3) / (4, 4.5) / (1, 9) / (0, 5): root 1's differ by 0.5,
+    # not counted; root 0's model (1, 2) picks action 1 against the real 0; root 2's (3, 4) agrees;
+    # root 3's model ties (2, 2) and, as the search, takes the larger action, 1: it agrees. 2 of 3.
+    index = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    real_q, model_q = np.array([5, 3, 4, 4.5, 1, 9, 0, 5.0]), np.array([1, 2, 0, 1, 3, 4, 2, 2.0])
+    assert probe.root_agreement(index, model_q, real_q) == (3, 2 / 3)
+    # A tree: the root's children a (3 visits) and b (1); a's child c (2), c's child d (1), and an
+    # unvisited child of b. Its 4 simulations reached a, c, d and b: depths 1, 2, 3, 1, a mean of
+    # 7 / 4 = the visits below the root (3 + 1 + 2 + 1) over the root's children's (4).
+    from muzero.search.reference import Node
+
+    root, a, b, c, d = (Node(0.5) for _ in range(5))
+    root.children, a.children, b.children, c.children = {0: a, 1: b}, {0: c}, {0: Node(0.5)}, {1: d}
+    a.visit_count, b.visit_count, c.visit_count, d.visit_count = 3, 1, 2, 1
+    assert probe.tree_depths(root) == (3, 1.75)
+
+
+class _Countdown:
+    """A game that ends at move `end`; its observation is the move number."""
+
+    def __init__(self, moves: int, end: int):
+        self.moves, self.end = moves, end
+
+    def step(self, action):
+        self.moves += 1
+        return np.array([float(self.moves)], np.float32), 1.0, self.moves >= self.end, False
+
+
+class _Model:
+    """initial_inference: value and hidden state the observation, policy favouring action 1;
+    recurrent_inference: hidden state 10 h + a + 1 (the actions written as digits), valued as
+    itself, reward 0.5."""
+
+    def initial_inference(self, observation):
+        x = np.asarray(observation, np.float64)[:, 0]
+        return SimpleNamespace(value=x, hidden_state=x, policy_logits=np.tile([0.0, 1.0], (len(x), 1)))
+
+    def recurrent_inference(self, hidden_state, action):
+        h = np.asarray(hidden_state) * 10 + np.asarray(action) + 1
+        return SimpleNamespace(value=h, hidden_state=h, reward=np.full(len(h), 0.5))
+
+
+def test_probe_model_paths_and_unrolls_with_a_scripted_game():
+    probe = load_script("probe_model")
+    legal = np.array([0, 1])
+    # Root 0 at move 0 of a game that ends at move 3; root 1 at move 8 of one that would end at
+    # 20, but self-play cuts games at max_moves = 10, so its paths stop after 2 actions, not ended.
+    roots = [(_Countdown(0, 3), None, 0, legal, 0), (_Countdown(8, 20), None, 1, legal, 8)]
+    index, first, actions, rewards, lengths, ended = probe.real_paths(_Model(), roots, 2, 10)
+    assert list(index) == [0, 0, 1, 1] and list(first) == [0, 1, 0, 1]
+    # Each path takes its first action, then the policy's largest (always 1); 0 past its end.
+    np.testing.assert_array_equal(actions, [[0, 1, 1], [1, 1, 1], [0, 1, 0], [1, 1, 0]])
+    np.testing.assert_array_equal(rewards, [[1, 1, 1], [1, 1, 1], [1, 1, 0], [1, 1, 0]])
+    assert list(lengths) == [3, 3, 2, 2] and list(ended) == [True, True, False, False]
+    assert roots[0][0].moves == 0  # the roots' games are copied, not played on
+    # The model along actions (1, 0) from observation 0 and (0, 1) from 1: hidden states
+    # 0 -> 2 -> 21 and 1 -> 11 -> 112, so values [0, 2, 21] and [1, 11, 112]; the first
+    # action's Q = 0.5 + 0.5 * v_1 at discount 0.5: 1.5 and 6.0.
+    values, q = probe.model_values(_Model(), np.array([[0.0], [1.0]]), np.array([[1, 0, 9], [0, 1, 9]]), 2, 0.5)
+    np.testing.assert_allclose(values, [[0, 2, 21], [1, 11, 112]])
+    np.testing.assert_allclose(q, [1.5, 6.0])
 
 
 def test_probe_model_reads_a_run(tiny_run, tictactoe_tiny_run, tmp_path, capsys):
     probe = load_script("probe_model")
     probe.main(["--run", str(tiny_run), "--episodes", "2", "--every", "3", "--depth", "2", "--near", "5"])
-    header, agreement, *rest = capsys.readouterr().out.splitlines()
+    header, depth, agreement, *rest = capsys.readouterr().out.splitlines()
     roots, paths = (int(header.split(": ")[1].split(" roots, ")[0]), int(header.split(", ")[1].split(" real")[0]))
     assert header.startswith(f"{tiny_run} at training step 30: ") and paths == 2 * roots  # CartPole: 2 actions
+    # tiny.yaml searches with 4 simulations: its tree is at least 1 deep and at most 4.
+    deepest, reached = float(depth.split("depth ")[1].split(" on")[0]), float(depth.split("depth ")[2].split(" on")[0])
+    assert depth.startswith("the search's tree at the roots (4 simulations)") and 1 <= reached <= deepest <= 4
     assert agreement.startswith("the model's Q orders the root's actions as the real paths do at ")
     tables = [rest[i + 3 : i + 6] for i, line in enumerate(rest) if line.startswith("first action")]
     assert len(tables) == 2 and all(len(table) == 3 for table in tables)  # depths 0, 1, 2
@@ -748,6 +813,7 @@ def test_probe_model_reads_a_run(tiny_run, tictactoe_tiny_run, tmp_path, capsys)
     for argv, message in (
         (["--run", str(tmp_path)], "config.yaml: file not found"),
         (["--run", str(tiny_run), "--depth", "0"], "--depth: expected at least 1, got 0"),
+        (["--run", str(tiny_run), "--depth", "51"], "--depth: at most game.max_moves (50), got 51"),
         (["--run", str(tictactoe_tiny_run)], "this probe reads one-player games"),
     ):
         with pytest.raises(SystemExit) as exit_info:
