@@ -20,8 +20,9 @@ ended; a path cut by the time limit counts as ended, as training's targets count
 for the others: their means, the squared error, and the same means over the states whose
 real game ends within `--near` moves, a cut not counted, since an observation need not show
 how many moves are left (does the model see the end coming?). At the root it
-counts how often the model's Q(a) = r_1 + discount v_1 orders the actions as the real paths
-do, where their returns differ by more than 1 (the model's ties to the larger action). And it searches each root once more with the
+counts how often the model's Q(a) = r_1 + discount v_1 picks the action whose real path returns
+most, over the roots where the real returns' spread exceeds 1 (the model's ties to the larger
+action, as the search's). And it searches each root once more with the
 reference search (greedy, the run's budget) to say how deep the search's tree goes: the
 deepest node it visits, and the mean depth its simulations reach, against training's K.
 
@@ -202,7 +203,8 @@ def model_values(network, observations: np.ndarray, actions: np.ndarray, depth: 
 
 
 def root_agreement(index: np.ndarray, model_q: np.ndarray, real_q: np.ndarray, margin: float = 1.0) -> tuple:
-    """(roots whose real Qs differ by more than `margin`, the share of them whose model Q picks the real best)."""
+    """(roots whose real Qs spread over more than `margin` (largest less smallest), the share of them whose
+    model Q's largest (ties to the larger action) is the real Qs' largest)."""
     clear = agree = 0
     for i in np.unique(index):
         rows = np.flatnonzero(index == i)
@@ -258,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{depths[:, 1].mean():.2f} on average (training unrolls {config.train.num_unroll_steps})"
     )
     clear, share = root_agreement(index, model_q, real[:, 0])  # real Q(a): the path's return
-    print(f"the model's Q orders the root's actions as the real paths do at {share:.3f} of {clear} roots")
+    print(f"the model's Q picks the real paths' best root action at {share:.3f} of {clear} roots")
     for label, rows in (("played at the root", played), ("not played", ~played)):
         table = depth_rows(model[rows], real[rows, : args.depth + 1], lengths[rows], ended[rows], args.near)
         print(f"\nfirst action {label} ({rows.sum()} paths)")

@@ -802,7 +802,7 @@ def test_probe_model_reads_a_run(tiny_run, tictactoe_tiny_run, tmp_path, capsys)
     # tiny.yaml searches with 4 simulations: its tree is at least 1 deep and at most 4.
     deepest, reached = float(depth.split("depth ")[1].split(" on")[0]), float(depth.split("depth ")[2].split(" on")[0])
     assert depth.startswith("the search's tree at the roots (4 simulations)") and 1 <= reached <= deepest <= 4
-    assert agreement.startswith("the model's Q orders the root's actions as the real paths do at ")
+    assert agreement.startswith("the model's Q picks the real paths' best root action at ")
     tables = [rest[i + 3 : i + 6] for i, line in enumerate(rest) if line.startswith("first action")]
     assert len(tables) == 2 and all(len(table) == 3 for table in tables)  # depths 0, 1, 2
     played, other = ([cell.strip() for cell in row.split("|")[1:-1]] for row in (tables[0][0], tables[1][0]))
