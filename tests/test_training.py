@@ -489,19 +489,18 @@ class TestConsistencyLoss:
             rtol=1e-5,
             atol=1e-6,
         )
-        # The compiled search loads the mirror's weights into a Keras copy built with the heads: the
-        # inference weights arrive, the copy's heads keep their own. This raised a KeyError on
-        # 'projection' before, stopping CartPole's training at its first search.
+        # The compiled search loads the mirror's weights into a Keras copy built with the heads: all
+        # of them arrive, the heads too, which the mirror carries without evaluating them. Without
+        # them this raised a KeyError on 'projection', stopping CartPole's training at its first search.
         copy = _setup(0, projection_size=8)[1]
         for variable in copy.trainable_variables:
             variable.assign(tf.zeros_like(variable))
-        heads = copy.projection_head.get_weights()
         copy.set_weights(network.published_network().weights)
         np.testing.assert_allclose(
             copy.initial_inference(observation).value, network.initial_inference(observation).value, rtol=1e-5
         )
-        for before, after in zip(heads, copy.projection_head.get_weights()):
-            np.testing.assert_array_equal(before, after)
+        for a, b in zip(network.projection_head.get_weights(), copy.projection_head.get_weights()):
+            np.testing.assert_array_equal(a, b)
         # Heads without the loss they serve are refused in one line.
         with pytest.raises(ConfigError, match="network.projection_size: .*train.consistency_loss_weight > 0"):
             load_config(CARTPOLE, ["network.projection_size=8"])

@@ -129,12 +129,7 @@ class MLPNetwork(KerasNetwork):
         }
 
     def set_weights(self, weights: dict) -> None:
-        """Loads `get_weights()` data. A published network's (`NumpyMLPNetwork.weights`) has no
-        consistency heads (`network.projection_size`), which inference does not use: the compiled
-        search's copy keeps its own."""
         for name, model in self.models.items():
-            if name not in weights and model in (self.projection, self.projection_head):
-                continue
             for layer_name, values in weights[name].items():
                 model.get_layer(layer_name).set_weights(list(values))
 

@@ -66,8 +66,10 @@ class NumpyMLPNetwork(Network):
         self._weights = {
             name: {layer: (np.asarray(k, np.float32), np.asarray(b, np.float32)) for layer, (k, b) in layers.items()}
             for name, layers in weights.items()
-            if name in FUNCTIONS  # not the consistency loss's heads (`network.projection_size`)
+            if name in FUNCTIONS
         }
+        # The consistency loss's heads (`network.projection_size`): carried, not evaluated.
+        self._heads = {name: layers for name, layers in weights.items() if name not in FUNCTIONS}
         self._hidden = {
             name: sorted(
                 (layer for layer in layers if layer.startswith("hidden_")), key=lambda layer: int(layer.split("_")[1])
@@ -85,8 +87,9 @@ class NumpyMLPNetwork(Network):
 
     @property
     def weights(self) -> dict:
-        """The weights as plain data, in `MLPNetwork.get_weights()` format."""
-        return self._weights
+        """The weights as plain data, in `MLPNetwork.get_weights()` format (the consistency heads
+        included, so that the compiled search's Keras copy loads them whole)."""
+        return {**self._weights, **self._heads}
 
     def _trunk(self, name: str, x: np.ndarray) -> np.ndarray:
         for layer in self._hidden[name]:
