@@ -22,7 +22,11 @@ real game ends within `--near` moves, a cut not counted, since an observation ne
 how many moves are left (does the model see the end coming?). At the root it
 counts how often the model's Q(a) = r_1 + discount v_1 picks the action whose real path returns
 most, over the roots where the real returns' spread exceeds 1 (the model's ties to the larger
-action, as the search's). And it searches each root once more with the
+action, as the search's). Where the search's move differs from the policy head's largest
+(ties to the larger), it compares their real paths' returns: the head's is the head's own
+play, the search's one move off it. It prints each greedy game's length and last observation
+(CartPole's: cart position, its velocity, pole angle, its velocity: how the game ended). And it
+searches each root once more with the
 reference search (greedy, the run's budget) to say how deep the search's tree goes: the
 deepest node it visits, and the mean depth its simulations reach, against training's K.
 
@@ -117,10 +121,11 @@ def tree_depths(root) -> tuple[int, float]:
     return deepest, visits / max(simulations, 1)
 
 
-def collect_roots(loaded: tuple, episodes: int, every: int, seed: int) -> tuple[list[tuple], np.ndarray]:
+def collect_roots(loaded: tuple, episodes: int, every: int, seed: int) -> tuple[list[tuple], np.ndarray, list]:
     """(environment copy, observation, action played, legal actions, move) at every `every`-th position of
-    `episodes` greedy games of the run's search, and [roots, 2] `tree_depths` of the reference
-    search's tree at each (greedy, the run's budget: the compiled search is tested equal to it)."""
+    `episodes` greedy games of the run's search, [roots, 2] `tree_depths` of the reference
+    search's tree at each (greedy, the run's budget: the compiled search is tested equal to it),
+    and each game's (moves played, last observation)."""
     from muzero.envs import make_environments
     from muzero.factories import make_run_searcher
     from muzero.game import Game
@@ -145,7 +150,8 @@ def collect_roots(loaded: tuple, episodes: int, every: int, seed: int) -> tuple[
                 roots.append((snapshot, game.make_image(-1), action, np.flatnonzero(legal[row]), move))
                 depths.append(tree_depths(search_move(config, network, game, None, greedy=True)[1]))
             game.apply(action)
-    return roots, np.array(depths, float).reshape(-1, 2)
+    ends = [(len(game.history), game.make_image(-1)) for game in games]
+    return roots, np.array(depths, float).reshape(-1, 2), ends
 
 
 def real_paths(network, roots: list[tuple], depth: int, max_moves: int) -> tuple:
@@ -216,6 +222,24 @@ def root_agreement(index: np.ndarray, model_q: np.ndarray, real_q: np.ndarray, m
     return clear, agree / max(clear, 1)
 
 
+def overrule(index: np.ndarray, first: np.ndarray, searched: np.ndarray, head: np.ndarray, real_q: np.ndarray) -> tuple:
+    """Where the search's move differs from the policy head's: (such roots, the mean real Q of the
+    search's move, of the head's, the share of them where the search's is really better by more
+    than 1, where it is worse by more than 1).
+
+    Args:
+      index, first: [N] each real path's root and first action (`real_paths`).
+      searched, head: [roots] the move the search played at each root, the policy head's largest.
+      real_q: [N] each path's real return.
+    """
+    q = {(int(i), int(a)): float(r) for i, a, r in zip(index, first, real_q)}
+    rows = [(q[i, int(searched[i])], q[i, int(head[i])]) for i in range(len(searched)) if searched[i] != head[i]]
+    if not rows:
+        return 0, float("nan"), float("nan"), float("nan"), float("nan")
+    s, h = np.array(rows).T
+    return len(rows), float(s.mean()), float(h.mean()), float(np.mean(s > h + 1)), float(np.mean(s < h - 1))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="a run folder with a complete checkpoint")
@@ -247,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.depth > config.game.max_moves:
         parser.error(f"--depth: at most game.max_moves ({config.game.max_moves}), got {args.depth}")
     discount = config.game.discount
-    roots, depths = collect_roots(loaded, args.episodes, args.every, args.seed)
+    roots, depths, ends = collect_roots(loaded, args.episodes, args.every, args.seed)
     index, first, actions, rewards, lengths, ended = real_paths(network, roots, args.depth, config.game.max_moves)
     real = returns_to_go(rewards, lengths, discount)
     observations = np.stack([roots[i][1] for i in index])
@@ -261,6 +285,18 @@ def main(argv: list[str] | None = None) -> None:
     )
     clear, share = root_agreement(index, model_q, real[:, 0])  # real Q(a): the path's return
     print(f"the model's Q picks the real paths' best root action at {share:.3f} of {clear} roots")
+    logits = np.asarray(network.initial_inference(np.stack([root[1] for root in roots])).policy_logits)
+    head = logits.shape[1] - 1 - np.argmax(logits[:, ::-1], axis=1)  # the largest, ties to the larger
+    searched = np.array([root[2] for root in roots])
+    n, s, h, better, worse = overrule(index, first, searched, head, real[:, 0])
+    print(
+        f"the search's move differs from the policy head's at {n} of {len(roots)} roots: its real return "
+        f"{s:.2f} against the head's move's {h:.2f} (the search's better by more than 1 at {better:.2f} of them, "
+        f"worse at {worse:.2f})"
+    )
+    for moves, observation in ends:
+        last = " ".join(f"{x:+.3f}" for x in np.asarray(observation, float).reshape(-1))
+        print(f"a greedy game: {moves} moves, last observation [{last}]")
     for label, rows in (("played at the root", played), ("not played", ~played)):
         table = depth_rows(model[rows], real[rows, : args.depth + 1], lengths[rows], ended[rows], args.near)
         print(f"\nfirst action {label} ({rows.sum()} paths)")

@@ -745,6 +745,14 @@ def test_probe_model_returns_rows_and_agreement_by_hand():
     root.children, a.children, b.children, c.children = {0: a, 1: b}, {0: c}, {0: Node(0.5)}, {1: d}
     a.visit_count, b.visit_count, c.visit_count, d.visit_count = 3, 1, 2, 1
     assert probe.tree_depths(root) == (3, 1.75)
+    # Roots 0 / 1 / 2 with the real returns of actions (0, 1): (10, 20) / (30, 5) / (7, 7.5). The
+    # search played 1 / 1 / 0, the head's largest was 0 / 1 / 1: roots 0 and 2 differ. There the
+    # search's moves return 20 and 7 (mean 13.5), the head's 10 and 7.5 (mean 8.75); root 0's
+    # search move is better by 10 (> 1), root 2's worse by 0.5 (not > 1): 1 / 2 better, 0 worse.
+    index, first = np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 0, 1, 0, 1])
+    real_q = np.array([10, 20, 30, 5, 7, 7.5])
+    assert probe.overrule(index, first, np.array([1, 1, 0]), np.array([0, 1, 1]), real_q) == (2, 13.5, 8.75, 0.5, 0.0)
+    assert probe.overrule(index, first, np.array([1, 0, 0]), np.array([1, 0, 0]), real_q)[0] == 0  # none differ
 
 
 class _Countdown:
@@ -796,13 +804,19 @@ def test_probe_model_paths_and_unrolls_with_a_scripted_game():
 def test_probe_model_reads_a_run(tiny_run, tictactoe_tiny_run, tmp_path, capsys):
     probe = load_script("probe_model")
     probe.main(["--run", str(tiny_run), "--episodes", "2", "--every", "3", "--depth", "2", "--near", "5"])
-    header, depth, agreement, *rest = capsys.readouterr().out.splitlines()
+    header, depth, agreement, differs, *rest = capsys.readouterr().out.splitlines()
     roots, paths = (int(header.split(": ")[1].split(" roots, ")[0]), int(header.split(", ")[1].split(" real")[0]))
     assert header.startswith(f"{tiny_run} at training step 30: ") and paths == 2 * roots  # CartPole: 2 actions
     # tiny.yaml searches with 4 simulations: its tree is at least 1 deep and at most 4.
     deepest, reached = float(depth.split("depth ")[1].split(" on")[0]), float(depth.split("depth ")[2].split(" on")[0])
     assert depth.startswith("the search's tree at the roots (4 simulations)") and 1 <= reached <= deepest <= 4
     assert agreement.startswith("the model's Q picks the real paths' best root action at ")
+    assert differs.startswith("the search's move differs from the policy head's at ")
+    assert int(differs.split(" at ")[1].split(" of ")[0]) <= roots
+    # Two greedy games, each with its length (at most tiny.yaml's 50 moves) and CartPole's 4 numbers.
+    games = [line for line in rest if line.startswith("a greedy game: ")]
+    assert len(games) == 2 and all(1 <= int(g.split(": ")[1].split(" moves")[0]) <= 50 for g in games)
+    assert all(len(g.split("[")[1].rstrip("]").split()) == 4 for g in games)
     tables = [rest[i + 3 : i + 6] for i, line in enumerate(rest) if line.startswith("first action")]
     assert len(tables) == 2 and all(len(table) == 3 for table in tables)  # depths 0, 1, 2
     played, other = ([cell.strip() for cell in row.split("|")[1:-1]] for row in (tables[0][0], tables[1][0]))
