@@ -24,7 +24,7 @@ counts how often the model's Q(a) = r_1 + discount v_1 picks the action whose re
 most, over the roots where the real returns' spread exceeds 1 (the model's ties to the larger
 action, as the search's). Where the search's move differs from the policy head's largest
 (ties to the larger), it compares their real paths' returns: the head's is the head's own
-play, the search's one move off it. It prints each greedy game's length and last observation
+play (ties aside: the paths take the first of tied actions), the search's one move off it. It prints each greedy game's length and last observation
 (CartPole's: cart position, its velocity, pole angle, its velocity: how the game ended). And it
 searches each root once more with the
 reference search (greedy, the run's budget) to say how deep the search's tree goes: the
