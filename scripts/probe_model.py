@@ -24,11 +24,12 @@ counts how often the model's Q(a) = r_1 + discount v_1 picks the action whose re
 most, over the roots where the real returns' spread exceeds 1 (the model's ties to the larger
 action, as the search's). Where the search's move differs from the policy head's largest
 (ties to the larger), it compares their real paths' returns: the head's is the head's own
-play (ties aside: the paths take the first of tied actions), the search's one move off it. It prints each greedy game's length and last observation
-(CartPole's: cart position, its velocity, pole angle, its velocity: how the game ended). And it
-searches each root once more with the
-reference search (greedy, the run's budget) to say how deep the search's tree goes: the
-deepest node it visits, and the mean depth its simulations reach, against training's K.
+play (ties aside: the paths take the first of tied actions), the search's one move off it. It
+prints each greedy game's length and, for observations of at most 16 numbers, its last
+observation (CartPole's: cart position, its velocity, pole angle, its velocity: how the game
+ended). And it searches each root once more with the reference search (greedy, the run's
+budget) to say how deep the search's tree goes: the deepest node it visits, and the mean depth
+its simulations reach, against training's K.
 
 The real paths follow the policy head, not the search, so their returns are those of a
 weaker player than the one the search assumes; near an end, both fall. Why: inside one of
@@ -222,6 +223,12 @@ def root_agreement(index: np.ndarray, model_q: np.ndarray, real_q: np.ndarray, m
     return clear, agree / max(clear, 1)
 
 
+def head_actions(logits: np.ndarray) -> np.ndarray:
+    """[roots] the policy head's largest action for each row of logits [roots, A], ties to the larger (as the
+    search's and evaluation's)."""
+    return logits.shape[1] - 1 - np.argmax(logits[:, ::-1], axis=1)
+
+
 def overrule(index: np.ndarray, first: np.ndarray, searched: np.ndarray, head: np.ndarray, real_q: np.ndarray) -> tuple:
     """Where the search's move differs from the policy head's: (such roots, the mean real Q of the
     search's move, of the head's, the share of them where the search's is really better by more
@@ -285,8 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     clear, share = root_agreement(index, model_q, real[:, 0])  # real Q(a): the path's return
     print(f"the model's Q picks the real paths' best root action at {share:.3f} of {clear} roots")
-    logits = np.asarray(network.initial_inference(np.stack([root[1] for root in roots])).policy_logits)
-    head = logits.shape[1] - 1 - np.argmax(logits[:, ::-1], axis=1)  # the largest, ties to the larger
+    head = head_actions(np.asarray(network.initial_inference(np.stack([root[1] for root in roots])).policy_logits))
     searched = np.array([root[2] for root in roots])
     n, s, h, better, worse = overrule(index, first, searched, head, real[:, 0])
     print(
@@ -295,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
         f"worse at {worse:.2f})"
     )
     for moves, observation in ends:
-        last = " ".join(f"{x:+.3f}" for x in np.asarray(observation, float).reshape(-1))
+        numbers = np.asarray(observation, float).reshape(-1)
+        last = " ".join(f"{x:+.3f}" for x in numbers) if numbers.size <= 16 else f"{numbers.size} numbers"
         print(f"a greedy game: {moves} moves, last observation [{last}]")
     for label, rows in (("played at the root", played), ("not played", ~played)):
         table = depth_rows(model[rows], real[rows, : args.depth + 1], lengths[rows], ended[rows], args.near)

@@ -752,7 +752,13 @@ def test_probe_model_returns_rows_and_agreement_by_hand():
     index, first = np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 0, 1, 0, 1])
     real_q = np.array([10, 20, 30, 5, 7, 7.5])
     assert probe.overrule(index, first, np.array([1, 1, 0]), np.array([0, 1, 1]), real_q) == (2, 13.5, 8.75, 0.5, 0.0)
-    assert probe.overrule(index, first, np.array([1, 0, 0]), np.array([1, 0, 0]), real_q)[0] == 0  # none differ
+    none = probe.overrule(index, first, np.array([1, 0, 0]), np.array([1, 0, 0]), real_q)  # none differ
+    assert none[0] == 0 and np.isnan(none[1:]).all()
+    # A difference of exactly 1 is neither better nor worse: root 0's actions return (10, 11), the
+    # search played 1 and the head 0, so 11 against 10: not more than 1 better.
+    assert probe.overrule(index[:2], first[:2], np.array([1]), np.array([0]), np.array([10, 11.0])) == (1, 11, 10, 0, 0)
+    # The head's largest, ties to the larger action: [1, 3, 3] -> 2, [5, 1, 0] -> 0, [2, 2, 2] -> 2.
+    assert list(probe.head_actions(np.array([[1, 3, 3], [5, 1, 0], [2, 2, 2.0]]))) == [2, 0, 2]
 
 
 class _Countdown:
@@ -815,8 +821,14 @@ def test_probe_model_reads_a_run(tiny_run, tictactoe_tiny_run, tmp_path, capsys)
     assert int(differs.split(" at ")[1].split(" of ")[0]) <= roots
     # Two greedy games, each with its length (at most tiny.yaml's 50 moves) and CartPole's 4 numbers.
     games = [line for line in rest if line.startswith("a greedy game: ")]
-    assert len(games) == 2 and all(1 <= int(g.split(": ")[1].split(" moves")[0]) <= 50 for g in games)
-    assert all(len(g.split("[")[1].rstrip("]").split()) == 4 for g in games)
+    moves = [int(g.split(": ")[1].split(" moves")[0]) for g in games]
+    assert len(games) == 2 and all(1 <= m <= 50 for m in moves)
+    # A root at moves 0, 3, 6, ... of each game while it lasts: ceil(moves / 3) per game.
+    assert roots == sum(-(-m // 3) for m in moves)
+    for game, m in zip(games, moves):
+        x, _, angle, _ = (float(v) for v in game.split("[")[1].rstrip("]").split())  # CartPole's 4 numbers
+        if m < 50:  # ended before tiny.yaml's max_moves: the cart left the track or the pole fell
+            assert abs(x) >= 2.4 or abs(angle) >= 0.209  # CartPole's ends (2.4, 0.2095 rad), printed to 3 decimals
     tables = [rest[i + 3 : i + 6] for i, line in enumerate(rest) if line.startswith("first action")]
     assert len(tables) == 2 and all(len(table) == 3 for table in tables)  # depths 0, 1, 2
     played, other = ([cell.strip() for cell in row.split("|")[1:-1]] for row in (tables[0][0], tables[1][0]))
