@@ -209,6 +209,12 @@ def model_values(network, observations: np.ndarray, actions: np.ndarray, depth: 
     return np.stack(values, axis=1), q
 
 
+def head_actions(logits: np.ndarray) -> np.ndarray:
+    """[rows] each row's largest entry of [rows, A] (the policy head's logits, the model's Qs), ties to the
+    larger action (as the search's and evaluation's)."""
+    return logits.shape[1] - 1 - np.argmax(logits[:, ::-1], axis=1)
+
+
 def root_agreement(index: np.ndarray, model_q: np.ndarray, real_q: np.ndarray, margin: float = 1.0) -> tuple:
     """(roots whose real Qs spread over more than `margin` (largest less smallest), the share of them whose
     model Q's largest (ties to the larger action) is the real Qs' largest)."""
@@ -218,15 +224,8 @@ def root_agreement(index: np.ndarray, model_q: np.ndarray, real_q: np.ndarray, m
         if len(rows) < 2 or np.ptp(real_q[rows]) <= margin:
             continue
         clear += 1
-        larger = len(rows) - 1 - np.argmax(model_q[rows][::-1])  # ties to the larger action, as the search's
-        agree += int(larger == np.argmax(real_q[rows]))
+        agree += int(head_actions(model_q[rows][None])[0] == np.argmax(real_q[rows]))  # ties to the larger
     return clear, agree / max(clear, 1)
-
-
-def head_actions(logits: np.ndarray) -> np.ndarray:
-    """[roots] the policy head's largest action for each row of logits [roots, A], ties to the larger (as the
-    search's and evaluation's)."""
-    return logits.shape[1] - 1 - np.argmax(logits[:, ::-1], axis=1)
 
 
 def overrule(index: np.ndarray, first: np.ndarray, searched: np.ndarray, head: np.ndarray, real_q: np.ndarray) -> tuple:
