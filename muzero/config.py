@@ -285,9 +285,10 @@ class ReplayConfig:
     # implementations do): every weight <= 1, steps never amplified by a rarely drawn
     # position. false: the appendix's (1 / (N * P(i)))^beta as written.
     normalize_importance_weights: bool = False
-    # Board games: each sampled position is mapped by one of the board's symmetries drawn
-    # uniformly (muzero/symmetries.py; AlphaGo Zero's augmentation, not MuZero's): tic-tac-toe's
-    # 8, connect four's mirror. Games without known symmetries refuse it.
+    # Each sampled position is mapped by one of the game's symmetries drawn uniformly
+    # (muzero/symmetries.py; AlphaGo Zero's augmentation, not MuZero's): tic-tac-toe's 8, connect
+    # four's mirror, CartPole's mirror (every number negated, left and right swapped). Games
+    # without known symmetries refuse it.
     augment_symmetries: bool = False
     # Off-policy correction (EfficientZero, Ye et al. 2021): the value target of a position
     # bootstraps one step sooner for every this many training steps between its game's

@@ -1,4 +1,4 @@
-"""Board symmetries as data augmentation: each sampled position seen under a random symmetry.
+"""Game symmetries as data augmentation: each sampled position seen under a random symmetry.
 
 A board game's rules often do not change when the board is rotated or mirrored: a
 tic-tac-toe position turned by 90 degrees has the same value, and its best moves are the
@@ -7,9 +7,11 @@ paper, "Methods"); AlphaZero and MuZero did not. Here it is an option
 (`replay.augment_symmetries`), off by default: each position of a batch is mapped by one of
 the game's symmetries, drawn uniformly (the identity among them).
 
-A symmetry is two permutations, of the flat observation and of the actions. In MuZero's
-unrolled training only the first observation, the K actions and the K + 1 policy targets
-depend on the board's orientation; values and rewards do not change.
+A symmetry is two permutations, of the flat observation and of the actions, and optionally a
+sign for each element of the mapped observation: CartPole's mirror negates its four numbers
+(cart position and velocity, pole angle and angular velocity) and swaps left and right. In
+MuZero's unrolled training only the first observation, the K actions and the K + 1 policy
+targets depend on the orientation; values and rewards do not change.
 """
 
 from __future__ import annotations
@@ -26,10 +28,20 @@ class Symmetry(NamedTuple):
       observation: [D]: the mapped observation is `observation[..., self.observation]`
         (a gather: element j of the new observation is element observation[j] of the old).
       action: [A]: action a becomes action[a].
+      sign: [D] or (): element j of the mapped observation is multiplied by sign[j] after the
+        gather (float observations only); () multiplies by nothing.
     """
 
     observation: tuple[int, ...]
     action: tuple[int, ...]
+    sign: tuple[float, ...] = ()
+
+
+def mirror_symmetries(size: int, actions: tuple[int, ...]) -> tuple[Symmetry, Symmetry]:
+    """The identity and the mirror that negates every element of a flat observation of `size`
+    numbers and maps action a to actions[a] (CartPole: (1, 0), left and right swapped)."""
+    order = tuple(range(size))
+    return Symmetry(order, tuple(range(len(actions)))), Symmetry(order, tuple(actions), (-1.0,) * size)
 
 
 def grid_transforms(rows: int, cols: int, rotations: bool) -> list[np.ndarray]:
@@ -101,6 +113,11 @@ def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Genera
     gather = np.asarray([s.observation for s in symmetries])[choice]  # [B, D]
     action_map = np.asarray([s.action for s in symmetries])[choice]  # [B, A]
     observation = np.take_along_axis(np.asarray(batch.observation), gather, axis=1)
+    sign = None
+    if any(s.sign for s in symmetries):  # [B, D]; a symmetry without signs multiplies by 1
+        width = gather.shape[1]
+        sign = np.asarray([s.sign or (1.0,) * width for s in symmetries], observation.dtype)[choice]
+        observation = observation * sign
     actions = np.take_along_axis(action_map, np.asarray(batch.actions, np.int64), axis=1).astype(batch.actions.dtype)
     # The new policy puts old action a's probability on action_map[a].
     policy = np.zeros_like(batch.target_policy)
@@ -110,5 +127,7 @@ def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Genera
     batch = batch._replace(observation=observation, actions=actions, target_policy=policy)
     if batch.unroll_observation is not None:  # the same symmetry along the whole unroll
         unrolled = np.take_along_axis(np.asarray(batch.unroll_observation), gather[:, None, :], axis=2)
+        if sign is not None:
+            unrolled = unrolled * sign[:, None, :]
         batch = batch._replace(unroll_observation=unrolled)
     return batch

@@ -1,15 +1,16 @@
-"""Board symmetries (muzero/symmetries.py): permutations worked by hand, checked against
-OpenSpiel's own rules, and applied to a training batch."""
+"""Game symmetries (muzero/symmetries.py): permutations and signs worked by hand, checked
+against OpenSpiel's rules and gymnasium's CartPole, and applied to a training batch."""
 
 import numpy as np
 import pytest
 
 from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, TrainConfig
 from muzero.envs import EnvironmentSpecError, check_environment
+from muzero.envs.gym import GymEnvironment
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
 from muzero.replay import Batch, ReplayBuffer
-from muzero.symmetries import Symmetry, augment_batch, board_symmetries, grid_transforms
+from muzero.symmetries import Symmetry, augment_batch, board_symmetries, grid_transforms, mirror_symmetries
 from tests.helpers import ROOT, muzero_command
 
 CARTPOLE = str(ROOT / "configs" / "cartpole.yaml")
@@ -90,6 +91,62 @@ def test_augment_batch_maps_observation_actions_and_policies():
     assert out.unroll_observation.tolist() == [[[6.0, 5.0, 4.0, 0.0], [9.0, 8.0, 7.0, 1.0]]]
 
 
+def test_augment_batch_negates_by_the_signs():
+    # CartPole's mirror: [x, x', angle, angle'] = [0.5, -1.0, 0.02, 0.25] -> [-0.5, 1.0, -0.02, -0.25];
+    # left (0) <-> right (1), so actions [0, 1] -> [1, 0] and a policy (0.8, 0.2) -> (0.2, 0.8).
+    identity, mirror = mirror_symmetries(4, (1, 0))
+    assert identity == Symmetry((0, 1, 2, 3), (0, 1)) and mirror.sign == (-1.0,) * 4
+    batch = _blank_batch(np.array([[0.5, -1.0, 0.02, 0.25]], np.float32), num_unroll_steps=2, num_actions=2)
+    batch = batch._replace(
+        actions=np.array([[0, 1]], np.int32),
+        target_policy=np.array([[[0.8, 0.2], [0.3, 0.7], [0.5, 0.5]]], np.float32),
+        unroll_observation=np.array([[[1.0, 2.0, 3.0, 4.0], [0.0, -1.0, 0.5, 0.0]]], np.float32),
+    )
+    out = augment_batch(batch, (mirror,), np.random.default_rng(0))
+    np.testing.assert_array_equal(out.observation, np.array([[-0.5, 1.0, -0.02, -0.25]], np.float32))
+    assert out.observation.dtype == np.float32 and out.actions.tolist() == [[1, 0]]
+    np.testing.assert_allclose(out.target_policy[0], [[0.2, 0.8], [0.7, 0.3], [0.5, 0.5]])
+    np.testing.assert_array_equal(out.unroll_observation[0], [[-1.0, -2.0, -3.0, -4.0], [0.0, 1.0, -0.5, 0.0]])
+    # Beside a symmetry without signs, that one multiplies by 1: rows drawn as the identity
+    # keep their numbers.
+    out = augment_batch(
+        batch._replace(
+            observation=np.tile(batch.observation, (50, 1)),
+            actions=np.tile(batch.actions, (50, 1)),
+            target_policy=np.tile(batch.target_policy, (50, 1, 1)),
+            unroll_observation=None,
+        ),
+        (identity, mirror),
+        np.random.default_rng(3),
+    )
+    kept = out.observation[:, 0] == 0.5
+    assert 10 < kept.sum() < 40  # binomial(50, 1/2)
+    np.testing.assert_array_equal(out.observation[kept], np.tile(batch.observation, (kept.sum(), 1)))
+    np.testing.assert_array_equal(out.observation[~kept], -np.tile(batch.observation, ((~kept).sum(), 1)))
+
+
+def test_cartpole_mirror_agrees_with_gymnasium():
+    # From a state and its negation, pushes the other way give negated states, the same
+    # rewards and the same ends, step by step, in gymnasium's own CartPole (random pushes,
+    # 5 games to their ends).
+    environment, mirrored = GymEnvironment("CartPole-v1", 0), GymEnvironment("CartPole-v1", 1)
+    _, mirror = environment.symmetries
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        observation = environment.reset()
+        mirrored.reset()
+        mirrored._env.unwrapped.state = -np.asarray(environment._env.unwrapped.state)
+        done, steps = False, 0
+        while not done:
+            action = int(rng.integers(2))
+            observation, reward, done, _ = environment.step(action)
+            mapped, mapped_reward, mapped_done, _ = mirrored.step(mirror.action[action])
+            np.testing.assert_allclose(mapped, -observation, atol=1e-6)
+            assert (mapped_reward, mapped_done) == (reward, done)
+            steps += 1
+        assert steps > 5
+
+
 def _blank_batch(observation: np.ndarray, num_unroll_steps: int, num_actions: int) -> Batch:
     """A batch around `observation` [B, D]: action 0 everywhere, zero targets, every policy masked in."""
     rows, steps = len(observation), num_unroll_steps + 1
@@ -138,13 +195,18 @@ def test_augment_batch_draws_every_symmetry():
 
 
 def test_games_without_symmetries_refuse_the_option():
-    config = MuZeroConfig(game=GameConfig(id="CartPole-v1", action_space_size=2), replay=ReplayConfig())
+    # MountainCar's hill is not symmetric.
+    config = MuZeroConfig(game=GameConfig(id="MountainCar-v0", action_space_size=3), replay=ReplayConfig())
     assert check_environment(config.game).symmetries == ()
     with pytest.raises(EnvironmentSpecError) as error:
         check_environment(config.game, augment_symmetries=True)
     assert error.value.key == "replay.augment_symmetries"
     spec = check_environment(GameConfig(id="openspiel:tic_tac_toe", action_space_size=9), augment_symmetries=True)
     assert len(spec.symmetries) == 8
+    assert (
+        len(check_environment(GameConfig(id="CartPole-v1", action_space_size=2), augment_symmetries=True).symmetries)
+        == 2
+    )
 
 
 def test_replay_batches_are_symmetric_images_of_the_plain_ones():
@@ -196,9 +258,19 @@ def test_replay_batches_are_symmetric_images_of_the_plain_ones():
 
 def test_cli_refuses_symmetries_for_a_game_without_them(tmp_path):
     result = muzero_command(
-        "train", "--config", CARTPOLE, "--set", "replay.augment_symmetries=true", "--logdir", str(tmp_path / "run")
+        "train",
+        "--config",
+        CARTPOLE,
+        "--set",
+        "game.id=MountainCar-v0",
+        "--set",
+        "game.action_space_size=3",
+        "--set",
+        "replay.augment_symmetries=true",
+        "--logdir",
+        str(tmp_path / "run"),
     )
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "replay.augment_symmetries: CartPole-v1 has no known board symmetries" in lines[0]
+    assert len(lines) == 1 and "replay.augment_symmetries: MountainCar-v0 has no known symmetries" in lines[0]
     assert not (tmp_path / "run").exists()

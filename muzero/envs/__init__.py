@@ -219,7 +219,7 @@ def check_environment(
             spec = dataclasses.replace(spec, board_shape=_board_shape_or_none(game))
         if augment_symmetries and not spec.symmetries:
             raise EnvironmentSpecError(
-                f"{game.id} has no known board symmetries (known: tic-tac-toe, connect four)",
+                f"{game.id} has no known symmetries (known: tic-tac-toe, connect four, CartPole)",
                 key="replay.augment_symmetries",
             )
         return spec

@@ -11,6 +11,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from muzero.envs.base import EnvironmentSpecError, GamePlugin
+from muzero.symmetries import mirror_symmetries
+
+# Games whose physics keep a mirror symmetry (`replay.augment_symmetries`): CartPole's equations
+# of motion, its random start (each number uniform in [-0.05, 0.05]) and its ends (|x| > 2.4,
+# |angle| > 12 degrees) do not change when every number of the state is negated and the push
+# goes the other way (action 0, left, <-> 1, right); tests/test_symmetries.py checks it against
+# gymnasium's own steps.
+_MIRRORED_GAMES = {"CartPole-v0": (1, 0), "CartPole-v1": (1, 0)}
 
 
 class GymEnvironment:
@@ -45,6 +53,9 @@ class GymEnvironment:
             raise EnvironmentSpecError(f"{env_id}: only discrete action spaces are supported, got {space}")
         self.action_space_size = int(space.n)
         self.observation_shape = tuple(self._env.observation_space.shape)
+        mirrored = _MIRRORED_GAMES.get(env_id)
+        # The identity first, then the mirror; () for games without a known symmetry.
+        self.symmetries = mirror_symmetries(self.observation_shape[0], mirrored) if mirrored else ()
         self._seed = seed
         self.episodes = 0
 
