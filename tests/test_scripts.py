@@ -845,3 +845,62 @@ def test_probe_model_reads_a_run(tiny_run, tictactoe_tiny_run, tmp_path, capsys)
         with pytest.raises(SystemExit) as exit_info:
             probe.main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+class _LopsidedModel:
+    """A model of a 2-action game with a flat state: v = 10 + x[0]; action 0 adds 1 to x[0], action
+    1 takes 1 away, with reward 1; the policy's logits are [x[0], 0]."""
+
+    def initial_inference(self, observations):
+        from muzero.networks.base import NetworkOutput
+
+        h = np.asarray(observations, np.float64)
+        logits = np.stack([h[:, 0], np.zeros(len(h))], axis=1)
+        return NetworkOutput(10 + h[:, 0], np.zeros(len(h)), logits, h)
+
+    def recurrent_inference(self, hidden_state, actions):
+        from muzero.networks.base import NetworkOutput
+
+        h = np.array(hidden_state, np.float64)
+        h[:, 0] += np.where(np.asarray(actions) == 0, 1.0, -1.0)
+        return NetworkOutput(10 + h[:, 0], np.ones(len(h)), np.zeros((len(h), 2)), h)
+
+
+def test_probe_symmetry_gaps_by_hand():
+    from muzero.symmetries import mirror_symmetries
+
+    probe = load_script("probe_symmetry")
+    _, mirror = mirror_symmetries(2, (1, 0))  # x -> -x, actions swapped
+    observations = np.array([[0.0, 0.0], [0.5, 2.0]], np.float32)
+    np.testing.assert_array_equal(probe.apply_symmetry(observations, mirror), [[0.0, 0.0], [-0.5, -2.0]])
+    model, discount = _LopsidedModel(), 0.5
+    readings = probe.model_readings(model, observations, discount)
+    # Q(x, 0) = 1 + 0.5 (10 + x0 + 1), Q(x, 1) = 1 + 0.5 (10 + x0 - 1): at x0 = 0.5, 6.75 and 5.75.
+    np.testing.assert_allclose(readings[1], [[6.5, 5.5], [6.75, 5.75]])
+    image = probe.model_readings(model, probe.apply_symmetry(observations, mirror), discount)
+    gaps = probe.mirror_gaps(readings, image, mirror.action)
+    # |v - v'| = |2 x0|: 0 and 1. Q's image, mapped: Q(-x, 1) = 1 + 0.5 (9 - x0) against Q(x, 0),
+    # a gap of 0.5 |2 x0 + 2|; Q(-x, 0) against Q(x, 1), 0.5 |2 x0 - 2|: at x0 = 0, (1 + 1) / 2 = 1;
+    # at 0.5, (1.5 + 0.5) / 2 = 1. The policy, softmax([x0, 0]) against softmax([-x0, 0]) mapped,
+    # is symmetric: gap 0. At x0 = 0 the model prefers action 0 (6.5) and, on the same state, its
+    # image's largest is action 0 too, which maps to 1: a disagreement. At 0.5 also.
+    np.testing.assert_allclose(gaps["value"], [0.0, 1.0])
+    np.testing.assert_allclose(gaps["q"], [1.0, 1.0])
+    np.testing.assert_allclose(gaps["policy"], [0.0, 0.0], atol=1e-12)
+    assert gaps["disagree"].tolist() == [True, True]
+
+
+def test_probe_symmetry_reads_a_run(tiny_run, tictactoe_tiny_run, capsys):
+    probe = load_script("probe_symmetry")
+    probe.main(["--run", str(tiny_run), "--episodes", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tiny_run} at training step 30:") and "of 2 games" in lines[0]
+    assert lines[1].startswith("symmetry 1 (actions (1, 0)): mean |v - v'| ")
+    # At the all-zero observation, its own image, the Q gap is |Q(0) - Q(1)|.
+    q = [float(x) for x in lines[2].split(", Q ")[1].split(", policy")[0].split(" / ")]
+    gap = float(lines[2].split("mean |Q - Q'| ")[1].split(",")[0])
+    assert gap == pytest.approx(abs(q[0] - q[1]), abs=0.011)
+    # A two-player game: argparse's one line and status 2.
+    with pytest.raises(SystemExit) as exit_info:
+        probe.main(["--run", str(tictactoe_tiny_run)])
+    assert exit_info.value.code == 2 and "a known symmetry" in capsys.readouterr().err
