@@ -38,8 +38,12 @@ class Symmetry(NamedTuple):
 
 
 def mirror_symmetries(size: int, actions: tuple[int, ...]) -> tuple[Symmetry, Symmetry]:
-    """The identity and the mirror that negates every element of a flat observation of `size`
-    numbers and maps action a to actions[a] (CartPole: (1, 0), left and right swapped)."""
+    """The identity and the mirror that negates a flat observation and maps the actions.
+
+    Args:
+      size: the observation's number of elements, each negated by the mirror.
+      actions: action a becomes actions[a] (CartPole: (1, 0), left and right swapped).
+    """
     order = tuple(range(size))
     return Symmetry(order, tuple(range(len(actions)))), Symmetry(order, tuple(actions), (-1.0,) * size)
 
@@ -115,6 +119,8 @@ def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Genera
     observation = np.take_along_axis(np.asarray(batch.observation), gather, axis=1)
     sign = None
     if any(s.sign for s in symmetries):  # [B, D]; a symmetry without signs multiplies by 1
+        if not np.issubdtype(observation.dtype, np.floating):
+            raise ValueError(f"symmetries with signs need float observations, not {observation.dtype}")
         width = gather.shape[1]
         sign = np.asarray([s.sign or (1.0,) * width for s in symmetries], observation.dtype)[choice]
         observation = observation * sign

@@ -23,13 +23,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from muzero.symmetries import Symmetry
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def apply_symmetry(observations: np.ndarray, symmetry) -> np.ndarray:
+def apply_symmetry(observations: np.ndarray, symmetry: Symmetry) -> np.ndarray:
     """[N, D] observations mapped by a `muzero.symmetries.Symmetry` (its gather, then its signs)."""
     mapped = observations[:, list(symmetry.observation)]
     return mapped * np.asarray(symmetry.sign, mapped.dtype) if symmetry.sign else mapped

@@ -119,6 +119,11 @@ def test_augment_batch_negates_by_the_signs():
         (identity, mirror),
         np.random.default_rng(3),
     )
+    # Signs on integer observations (Atari's uint8 frames) are refused, not wrapped around.
+    with pytest.raises(ValueError, match="float observations"):
+        augment_batch(
+            batch._replace(observation=np.array([[1, 2, 3, 4]], np.uint8)), (mirror,), np.random.default_rng(0)
+        )
     kept = out.observation[:, 0] == 0.5
     assert 10 < kept.sum() < 40  # binomial(50, 1/2)
     np.testing.assert_array_equal(out.observation[kept], np.tile(batch.observation, (kept.sum(), 1)))
@@ -141,6 +146,8 @@ def test_cartpole_mirror_agrees_with_gymnasium():
             action = int(rng.integers(2))
             observation, reward, done, _ = environment.step(action)
             mapped, mapped_reward, mapped_done, _ = mirrored.step(mirror.action[action])
+            image = observation[list(mirror.observation)] * np.asarray(mirror.sign, np.float32)  # the negation
+            np.testing.assert_allclose(mapped, image, atol=1e-6)
             np.testing.assert_allclose(mapped, -observation, atol=1e-6)
             assert (mapped_reward, mapped_done) == (reward, done)
             steps += 1
