@@ -899,7 +899,7 @@ def test_probe_symmetry_reads_a_run(tiny_run, tictactoe_tiny_run, capsys):
     # At the all-zero observation, its own image, the Q gap is |Q(0) - Q(1)|.
     q = [float(x) for x in lines[2].split(", Q ")[1].split(", policy")[0].split(" / ")]
     gap = float(lines[2].split("mean |Q - Q'| ")[1].split(",")[0])
-    assert gap == pytest.approx(abs(q[0] - q[1]), abs=0.011)
+    assert gap == pytest.approx(abs(q[0] - q[1]), abs=0.02)  # three numbers each rounded to 2 decimals
     # A two-player game: argparse's one line and status 2.
     with pytest.raises(SystemExit) as exit_info:
         probe.main(["--run", str(tictactoe_tiny_run)])
