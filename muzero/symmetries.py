@@ -48,6 +48,12 @@ def mirror_symmetries(size: int, actions: tuple[int, ...]) -> tuple[Symmetry, Sy
     return Symmetry(order, tuple(range(len(actions)))), Symmetry(order, tuple(actions), (-1.0,) * size)
 
 
+def apply_symmetry(observations: np.ndarray, symmetry: Symmetry) -> np.ndarray:
+    """[..., D] flat observations mapped by one symmetry: its gather, then its signs (if any)."""
+    mapped = observations[..., list(symmetry.observation)]
+    return mapped * np.asarray(symmetry.sign, mapped.dtype) if symmetry.sign else mapped
+
+
 def grid_transforms(rows: int, cols: int, rotations: bool) -> list[np.ndarray]:
     """Permutations of the cells of a rows x cols grid (cell index r * cols + c).
 

@@ -23,20 +23,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
+from probe_model import head_actions
 
-if TYPE_CHECKING:
-    from muzero.symmetries import Symmetry
+from muzero.symmetries import apply_symmetry
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def apply_symmetry(observations: np.ndarray, symmetry: Symmetry) -> np.ndarray:
-    """[N, D] observations mapped by a `muzero.symmetries.Symmetry` (its gather, then its signs)."""
-    mapped = observations[:, list(symmetry.observation)]
-    return mapped * np.asarray(symmetry.sign, mapped.dtype) if symmetry.sign else mapped
 
 
 def model_readings(network, observations: np.ndarray, discount: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,13 +54,11 @@ def mirror_gaps(readings: tuple, image_readings: tuple, action: tuple[int, ...])
     value, q, policy = readings
     image_value, image_q, image_policy = image_readings
     mapped = list(action)
-    best = q.shape[1] - 1 - np.argmax(q[:, ::-1], axis=1)
-    image_best = q.shape[1] - 1 - np.argmax(image_q[:, ::-1], axis=1)
     return {
         "value": np.abs(value - image_value),
         "q": np.abs(q - image_q[:, mapped]).mean(axis=1),
         "policy": np.abs(policy - image_policy[:, mapped]).mean(axis=1),
-        "disagree": np.asarray(action)[best] != image_best,
+        "disagree": np.asarray(action)[head_actions(q)] != head_actions(image_q),
     }
 
 
@@ -80,8 +71,7 @@ def head_positions(network, environments: list, max_moves: int) -> tuple[np.ndar
         done = False
         while not done and moves < max_moves:
             observations.append(observation)
-            logits = np.asarray(network.initial_inference(observation[None]).policy_logits)[0]
-            action = len(logits) - 1 - int(np.argmax(logits[::-1]))
+            action = int(head_actions(np.asarray(network.initial_inference(observation[None]).policy_logits))[0])
             observation, _, terminated, truncated = environment.step(action)
             done, moves = terminated or truncated, moves + 1
         lengths.append(moves)
@@ -121,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         f"policy head ({np.mean(lengths):.1f} moves on average)"
     )
     readings = model_readings(network, observations, discount)
+    value, q, policy = model_readings(network, zero, discount)  # the zero state is every symmetry's own image
     for number, symmetry in enumerate(spec.symmetries[1:], start=1):
         gaps = mirror_gaps(
             readings, model_readings(network, apply_symmetry(observations, symmetry), discount), symmetry.action
@@ -131,7 +122,6 @@ def main(argv: list[str] | None = None) -> None:
             f"{gaps['policy'].mean():.3f}; the largest Q's image is not the image's largest at "
             f"{gaps['disagree'].mean():.3f} of the positions"
         )
-        value, q, policy = model_readings(network, zero, discount)
         image = model_readings(network, apply_symmetry(zero, symmetry), discount)
         at_zero = mirror_gaps((value, q, policy), image, symmetry.action)
         print(
