@@ -169,7 +169,8 @@ def make_reanalyser(config: MuZeroConfig, spec: EnvironmentSpec, backend: str, r
     searcher = make_run_searcher(config, spec, config.reanalyse.batch_size)
     # Gumbel MuZero reanalyses without noise: its policy target needs none (`reanalyse.root_noise` is pUCT's).
     alpha = config.search.root_dirichlet_alpha if config.search.algorithm == "puct" else None
-    return LocalReanalyse(config.reanalyse, searcher, config.run.seed, alpha)
+    symmetries = spec.symmetries if config.search.random_symmetry else ()
+    return LocalReanalyse(config.reanalyse, searcher, config.run.seed, alpha, symmetries)
 
 
 def make_target_network(config: MuZeroConfig, spec: EnvironmentSpec) -> TargetNetwork:

@@ -60,8 +60,7 @@ class TemperatureSchedule:
 
     # The counter the thresholds compare with: training steps (Atari) or moves played in the game (board games).
     by: str = field(default="training_steps", metadata=_range(choices=("training_steps", "num_moves")))
-    # [threshold, temperature] pairs in order: the first threshold that is null or above the counter gives the
-    # temperature; 0 plays the most visited action.
+    # [threshold, temperature] pairs in order: the first threshold null or above the counter gives it (0: argmax).
     schedule: tuple[tuple[int | None, float], ...] = ((500_000, 1.0), (750_000, 0.5), (None, 0.25))
 
 
@@ -107,8 +106,7 @@ class SearchConfig:
     # reward (the mover's) enters the backup signed by the mover against the leaf's player. "pseudocode": as they are
     # (the pseudocode's backup `value = node.reward + discount * value` ignores whose reward it is; not with Gumbel).
     two_player_rule: str = field(default="negamax", metadata=_range(choices=("negamax", "pseudocode")))
-    # Temperature of the visit-count softmax that picks self-play moves (pseudocode
-    # `visit_softmax_temperature_fn`), as data: below.
+    # Temperature of the visit-count softmax that picks self-play moves (pseudocode `visit_softmax_temperature_fn`).
     visit_softmax_temperature: TemperatureSchedule = TemperatureSchedule()
     # "puct": the paper's search (`run_mcts`): pUCT selection, Dirichlet noise at the root, the
     # move sampled from the visit counts, which are the policy target. "gumbel": Gumbel MuZero
@@ -123,6 +121,10 @@ class SearchConfig:
     c_visit: float = field(default=50.0, metadata=_range(min=0.0))
     # See c_visit.
     c_scale: float = field(default=0.1, metadata=_range(gt=0.0))
+    # Each search of self-play, evaluation and Reanalyse starts from its position's image under one of the game's
+    # symmetries (replay.augment_symmetries' list) drawn uniformly, visits, policy and move mapped back, as AlphaGo
+    # Zero evaluated positions: a model favouring one orientation cannot steer every move (batched self-play only).
+    random_symmetry: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,8 +238,7 @@ class TrainConfig:
     jit_compile: bool = False
     # With nonfinite "skip": consecutive skipped updates before the run stops.
     max_consecutive_nonfinite: int = field(default=10, metadata=_range(min=1))
-    # Not in the pseudocode (its actors and learner run concurrently): training steps taken per
-    # self-play move, kept as a running ratio.
+    # Not in the pseudocode (its actors and learner run concurrently): training steps per self-play move (running).
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
     # Not in the pseudocode: steps_per_move counts the moves of games saved to replay, not the
     # moves played (the learner waits for games in progress; docs/reanalyse.md: no better).
@@ -285,10 +286,9 @@ class ReplayConfig:
     # implementations do): every weight <= 1, steps never amplified by a rarely drawn
     # position. false: the appendix's (1 / (N * P(i)))^beta as written.
     normalize_importance_weights: bool = False
-    # Each sampled position is mapped by one of the game's symmetries drawn uniformly
-    # (muzero/symmetries.py; AlphaGo Zero's augmentation, not MuZero's): tic-tac-toe's 8, connect
-    # four's mirror, CartPole's mirror (every number negated, left and right swapped). Games
-    # without known symmetries refuse it.
+    # Each sampled position is mapped by one of the game's symmetries drawn uniformly (muzero/symmetries.py; AlphaGo
+    # Zero's augmentation, not MuZero's): tic-tac-toe's 8, connect four's mirror, CartPole's mirror (every number
+    # negated, left and right swapped). Games without known symmetries refuse it.
     augment_symmetries: bool = False
     # Off-policy correction (EfficientZero, Ye et al. 2021): the value target of a position
     # bootstraps one step sooner for every this many training steps between its game's

@@ -413,6 +413,8 @@ def _check_consistency(config: MuZeroConfig, where_of: Callable[[str], str]) -> 
         raise fail(
             "selfplay.segment_length", "segments are handed back by the batched self-play: set selfplay.batched: true"
         )
+    if config.search.random_symmetry and not config.selfplay.batched:
+        raise fail("search.random_symmetry", "images are searched by the batched self-play: set selfplay.batched: true")
     if config.network.projection_size and not config.train.consistency_loss_weight:
         raise fail(
             "network.projection_size", "the heads serve the consistency loss: set train.consistency_loss_weight > 0"

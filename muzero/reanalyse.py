@@ -35,6 +35,7 @@ from muzero.networks.base import Network, PublishedWeights, UniformNetwork
 from muzero.replay import Positions, ReplayBuffer
 from muzero.search.types import Searcher, SearchResult
 from muzero.selfplay import root_noise
+from muzero.symmetries import Symmetry, search_roots
 
 if TYPE_CHECKING:
     from muzero.networks.keras import KerasNetwork
@@ -65,20 +66,27 @@ def select_positions(
 # newest network would no longer pick; searching it again with that network gives a
 # better target for the same stored data (the paper's Reanalyze).
 def reanalyse_positions(
-    searcher: Searcher, network: Network, positions: Positions, noise: np.ndarray | None = None
+    searcher: Searcher,
+    network: Network,
+    positions: Positions,
+    noise: np.ndarray | None = None,
+    symmetries: tuple[Symmetry, ...] = (),
+    rng: np.random.Generator | None = None,
 ) -> SearchResult:
     """The search (`run_mcts` for each root, batched) on stored positions.
 
     Args:
       noise: [N, A] Dirichlet samples mixed into the root priors as in self-play
         (`reanalyse.root_noise`), or None.
+      symmetries, rng: with `search.random_symmetry`, each position searched from an image
+        drawn with `rng` (`muzero.symmetries.search_roots`).
 
     Returns:
       visit counts [N, A] and root values [N].
     """
     network = searcher.bind(network)
-    root_output = network.initial_inference(positions.observation)
-    return searcher(root_output, network, positions.legal, positions.to_play, noise)
+    observation, legal, to_play = positions.observation, positions.legal, positions.to_play
+    return search_roots(searcher, network, observation, legal, to_play, noise, symmetries, rng)
 
 
 def reanalyse_noise(
@@ -213,11 +221,19 @@ class LocalReanalyse(ReanalyseDriver):
       seed: the run's seed (`run.seed`).
       root_dirichlet_alpha: `search.root_dirichlet_alpha`, the root noise's (with `reanalyse.root_noise`);
         None: no noise.
+      symmetries: the game's, with `search.random_symmetry` (drawn from the noise's stream); else ().
     """
 
-    def __init__(self, reanalyse: ReanalyseConfig, searcher: Searcher, seed: int, root_dirichlet_alpha: float | None):
+    def __init__(
+        self,
+        reanalyse: ReanalyseConfig,
+        searcher: Searcher,
+        seed: int,
+        root_dirichlet_alpha: float | None,
+        symmetries: tuple[Symmetry, ...] = (),
+    ):
         super().__init__(reanalyse)
-        self.searcher = searcher
+        self.searcher, self.symmetries = searcher, symmetries
         self.noise_alpha = root_dirichlet_alpha if reanalyse.root_noise else None
         # Root noise: its own stream, so self-play draws what it would without Reanalyse.
         self.rng = np.random.default_rng(np.random.SeedSequence([seed, REANALYSE_STREAM]))
@@ -234,7 +250,7 @@ class LocalReanalyse(ReanalyseDriver):
             if positions is None:
                 return
             noise = reanalyse_noise(self.noise_alpha, positions, self.rng)
-            result = reanalyse_positions(self.searcher, network, positions, noise)
+            result = reanalyse_positions(self.searcher, network, positions, noise, self.symmetries, self.rng)
             self._store(replay_buffer, positions.rows, positions.layout, result, step)
             self.seconds += time.perf_counter() - started
 

@@ -75,6 +75,7 @@ class ReanalyseWorker:
         self.seed, self.start_step = config.run.seed, start_step
         puct = config.search.algorithm == "puct"  # Gumbel reanalyses without noise (see the builder)
         self.noise_alpha = config.search.root_dirichlet_alpha if config.reanalyse.root_noise and puct else None
+        self.symmetries = spec.symmetries if config.search.random_symmetry else ()
         self.network: Network | None = None
         self.weights_step = -1
         self.incarnation = -1
@@ -94,7 +95,7 @@ class ReanalyseWorker:
         if weights_step != self.weights_step:
             self.network, self.weights_step = fetch_network(weights), weights_step
         noise = reanalyse_noise(self.noise_alpha, positions, self.rng)
-        result = reanalyse_positions(self.searcher, self.network, positions, noise)
+        result = reanalyse_positions(self.searcher, self.network, positions, noise, self.symmetries, self.rng)
         return ReanalyseResult(
             self.actor_index,
             incarnation,

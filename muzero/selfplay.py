@@ -17,6 +17,7 @@ from muzero.search.gumbel import run_gumbel_mcts
 from muzero.search.reference import Node, add_exploration_noise, expand_node, run_mcts, select_action, softmax_sample
 from muzero.search.types import Searcher, SearchResult
 from muzero.storage import SharedStorage
+from muzero.symmetries import Symmetry, search_roots
 
 
 # Each game is produced by starting at the initial board position, then
@@ -135,6 +136,8 @@ def search_games(
     games: list[Game],
     rng: np.random.Generator | None = None,
     search: SearchConfig | None = None,
+    symmetries: tuple[Symmetry, ...] = (),
+    symmetry_rng: np.random.Generator | None = None,
 ) -> tuple[SearchResult, np.ndarray]:
     """One batched search at the current position of each of the B `games`.
 
@@ -142,6 +145,7 @@ def search_games(
       network: bound to `searcher` (`searcher.bind`).
       rng: draws the roots' exploration noise (`self_play_noise` for the `search` section);
         None: no noise (greedy play).
+      symmetries, symmetry_rng: `search_roots`'s (greedy play too draws the images).
 
     Returns:
       (the search's root statistics, legal actions [B, A] bool).
@@ -152,7 +156,7 @@ def search_games(
         legal[row, game.legal_actions()] = True
     noise = None if rng is None else self_play_noise(search, legal, rng)
     to_play = np.array([game.to_play() for game in games])
-    return searcher(network.initial_inference(observations), network, legal, to_play, noise), legal
+    return search_roots(searcher, network, observations, legal, to_play, noise, symmetries, symmetry_rng), legal
 
 
 def legal_visits(result: SearchResult, legal: np.ndarray, row: int) -> list[tuple[int, int]]:
@@ -212,6 +216,9 @@ class BatchedSelfPlay:
         self.random_opening_moves = random_opening_moves
         self.random_moves_before_step = random_moves_before_step
         self.uniform_random_targets = uniform_random_targets
+        # `search.random_symmetry`: each move searched from an image of its position (the environments' symmetries).
+        symmetric = search.random_symmetry and environments
+        self.symmetries = tuple(getattr(environments[0], "symmetries", ())) if symmetric else ()
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)
 
@@ -237,7 +244,7 @@ class BatchedSelfPlay:
         games = [self.games[i] for i in slots]
         network = self.searcher.bind(network)
         noise_rng = None if greedy else rng
-        result, legal = search_games(self.searcher, network, games, noise_rng, self.search)
+        result, legal = search_games(self.searcher, network, games, noise_rng, self.search, self.symmetries, rng)
         finished = []
         schedule = self.search.visit_softmax_temperature
         training_steps = network.training_steps()  # one network for every row of this move

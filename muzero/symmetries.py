@@ -1,4 +1,4 @@
-"""Game symmetries as data augmentation: each sampled position seen under a random symmetry.
+"""Game symmetries: each sampled position seen under a random symmetry, each search from an image.
 
 A board game's rules often do not change when the board is rotated or mirrored: a
 tic-tac-toe position turned by 90 degrees has the same value, and its best moves are the
@@ -12,13 +12,20 @@ sign for each element of the mapped observation: CartPole's mirror negates its f
 (cart position and velocity, pole angle and angular velocity) and swaps left and right. In
 MuZero's unrolled training only the first observation, the K actions and the K + 1 policy
 targets depend on the orientation; values and rewards do not change.
+
+`search.random_symmetry` uses the same list at play time: `search_roots` searches each
+position from its image under a symmetry drawn uniformly and maps the search's statistics back.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from muzero.networks.base import Network
+    from muzero.search.types import Searcher, SearchResult
 
 
 class Symmetry(NamedTuple):
@@ -52,6 +59,75 @@ def apply_symmetry(observations: np.ndarray, symmetry: Symmetry) -> np.ndarray:
     """[..., D] flat observations mapped by one symmetry: its gather, then its signs (if any)."""
     mapped = observations[..., list(symmetry.observation)]
     return mapped * np.asarray(symmetry.sign, mapped.dtype) if symmetry.sign else mapped
+
+
+# Why search from an image: a learnt model need not keep the game's symmetries (CartPole's
+# value of a state and of its mirror image drifted 13.70 apart on values of 16.67:
+# docs/reanalyse.md); a search from a randomly drawn image at each move turns a bias toward
+# one orientation into noise instead of a steady drift, as AlphaGo Zero's evaluations did.
+def map_roots(
+    choice: np.ndarray,
+    symmetries: tuple[Symmetry, ...],
+    observations: np.ndarray,
+    legal: np.ndarray,
+    noise: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """B search roots as their images: row b under symmetries[choice[b]].
+
+    Args:
+      choice: [B] indices into `symmetries`.
+      observations: [B, D] flat observations.
+      legal: [B, A] legal actions.
+      noise: [B, A] root noise per action, or None.
+
+    Returns:
+      (observations [B, D], legal [B, A], noise [B, A] or None) of the images: old action a's
+      entries move to action `symmetry.action[a]`.
+    """
+    mapped = np.stack([apply_symmetry(row, symmetries[c]) for row, c in zip(observations, choice)])
+    action_map = np.asarray([s.action for s in symmetries])[choice]  # [B, A]
+    rows = np.arange(len(choice))[:, None]
+
+    def scatter(values: np.ndarray) -> np.ndarray:
+        image = np.empty_like(values)
+        image[rows, action_map] = values
+        return image
+
+    return mapped, scatter(legal), None if noise is None else scatter(noise)
+
+
+def unmap_result(result: SearchResult, choice: np.ndarray, symmetries: tuple[Symmetry, ...]) -> SearchResult:
+    """A `SearchResult` of the images of `map_roots`, mapped back to the positions searched:
+    action a's visits and policy are the image's at `symmetry.action[a]`, the chosen image
+    action goes back through the inverse permutation, and the root values do not change."""
+    action_map = np.asarray([s.action for s in symmetries])[choice]  # [B, A]
+    rows = np.arange(len(choice))[:, None]
+    policy = None if result.policy is None else result.policy[rows, action_map]
+    action = None
+    if result.action is not None:  # the a with action_map[a] == the image's action
+        action = np.argmax(action_map == np.asarray(result.action)[:, None], axis=1)
+    return result._replace(visit_counts=result.visit_counts[rows, action_map], policy=policy, action=action)
+
+
+def search_roots(
+    searcher: Searcher,
+    network: Network,
+    observations: np.ndarray,
+    legal: np.ndarray,
+    to_play: np.ndarray,
+    noise: np.ndarray | None,
+    symmetries: tuple[Symmetry, ...] = (),
+    rng: np.random.Generator | None = None,
+) -> SearchResult:
+    """The batched search of B roots, [B, D] observations; with `symmetries`
+    (`search.random_symmetry`), each root searched from its image under one drawn uniformly
+    with `rng`, the statistics mapped back (`map_roots`, `unmap_result`)."""
+    if not symmetries:
+        return searcher(network.initial_inference(observations), network, legal, to_play, noise)
+    choice = rng.integers(len(symmetries), size=len(observations))
+    observations, image_legal, noise = map_roots(choice, symmetries, observations, legal, noise)
+    result = searcher(network.initial_inference(observations), network, image_legal, to_play, noise)
+    return unmap_result(result, choice, symmetries)
 
 
 def grid_transforms(rows: int, cols: int, rotations: bool) -> list[np.ndarray]:

@@ -4,19 +4,27 @@ against OpenSpiel's rules and gymnasium's CartPole, and applied to a training ba
 import numpy as np
 import pytest
 
-from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, TrainConfig
+from muzero.config import GameConfig, MuZeroConfig, ReplayConfig, SearchConfig, TrainConfig
+from muzero.config_io import ConfigError
+from muzero.config_loader import load_config
 from muzero.envs import EnvironmentSpecError, check_environment
 from muzero.envs.gym import GymEnvironment
 from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
+from muzero.networks.base import NetworkOutput
 from muzero.replay import Batch, ReplayBuffer
+from muzero.search.types import SearchResult
+from muzero.selfplay import BatchedSelfPlay
 from muzero.symmetries import (
     Symmetry,
     apply_symmetry,
     augment_batch,
     board_symmetries,
     grid_transforms,
+    map_roots,
     mirror_symmetries,
+    search_roots,
+    unmap_result,
 )
 from tests.helpers import ROOT, muzero_command
 
@@ -288,3 +296,113 @@ def test_cli_refuses_symmetries_for_a_game_without_them(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "replay.augment_symmetries: MountainCar-v0 has no known symmetries" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_map_roots_and_back_with_a_three_cycle_of_actions_worked_by_hand():
+    # Old action a becomes action[a] = (1, 2, 0)[a]: 0 -> 1, 1 -> 2, 2 -> 0 (not its own inverse).
+    cycle = Symmetry((1, 0), (1, 2, 0))
+    identity = Symmetry((0, 1), (0, 1, 2))
+    choice = np.array([1, 0])
+    observations = np.array([[5.0, 6.0], [5.0, 6.0]])
+    legal = np.array([[True, True, False], [True, True, False]])
+    noise = np.array([[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]])
+    images, image_legal, image_noise = map_roots(choice, (identity, cycle), observations, legal, noise)
+    # Row 0 under the cycle: observation gathered (6, 5); old 0 and 1 legal -> image 1 and 2;
+    # noise on old 0, 1, 2 moves to image 1, 2, 0: (0.5, 0.2, 0.3). Row 1 unchanged.
+    np.testing.assert_array_equal(images, [[6.0, 5.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(image_legal, [[False, True, True], [True, True, False]])
+    np.testing.assert_allclose(image_noise, [[0.5, 0.2, 0.3], [0.2, 0.3, 0.5]])
+    image_result = SearchResult(
+        visit_counts=np.array([[0, 3, 7], [3, 7, 0]]),
+        root_value=np.array([1.5, 2.5]),
+        action=np.array([2, 1]),
+        policy=np.array([[0.0, 0.25, 0.75], [0.25, 0.75, 0.0]]),
+    )
+    result = unmap_result(image_result, choice, (identity, cycle))
+    # Row 0: old a's visits are the image's at (1, 2, 0)[a] = visits (3, 7, 0); the image's
+    # action 2 is old action 1 (cycle[1] == 2), the one with 7 visits. Row 1 as searched.
+    np.testing.assert_array_equal(result.visit_counts, [[3, 7, 0], [3, 7, 0]])
+    np.testing.assert_array_equal(result.action, [1, 1])
+    np.testing.assert_allclose(result.policy, [[0.25, 0.75, 0.0], [0.25, 0.75, 0.0]])
+    np.testing.assert_array_equal(result.root_value, [1.5, 2.5])
+    assert map_roots(choice, (identity, cycle), observations, legal, None)[2] is None
+
+
+class _LeftLeaningSearch:
+    """A stand-in searcher and network that always favour action 0 of the position they are
+    given (9 visits against 1), as a lopsided model might; they record what they were shown."""
+
+    def bind(self, network):
+        return network
+
+    def initial_inference(self, observations):
+        self.seen = np.asarray(observations)
+        rows = len(observations)
+        return NetworkOutput(self.seen[:, 0], np.zeros(rows), np.zeros((rows, 2)), self.seen)
+
+    def training_steps(self):
+        return 0
+
+    def __call__(self, root_output, network, legal, to_play, noise):
+        self.legal, self.noise = legal, noise
+        visits = np.tile([9, 1], (len(legal), 1))
+        return SearchResult(visits, np.asarray(root_output.value), np.zeros(len(legal), np.int64), visits / 10)
+
+
+def test_search_roots_searches_mirror_images_and_maps_their_statistics_back():
+    search = _LeftLeaningSearch()
+    observations = np.tile([0.01, 0.02, -0.03, 0.04], (200, 1))
+    legal = np.ones((200, 2), bool)
+    noise = np.tile([0.9, 0.1], (200, 1))
+    symmetries = mirror_symmetries(4, (1, 0))
+    result = search_roots(
+        search, search, observations, legal, np.zeros(200), noise, symmetries, np.random.default_rng(0)
+    )
+    mirrored = search.seen[:, 0] < 0  # the rows searched as their image (every number negated)
+    assert 60 < mirrored.sum() < 140  # 200 draws of a fair coin
+    np.testing.assert_allclose(search.seen[mirrored], -observations[mirrored])
+    np.testing.assert_allclose(search.seen[~mirrored], observations[~mirrored])
+    # The image's noise on its action 0 is the position's on action 1: (0.1, 0.9).
+    np.testing.assert_allclose(search.noise[mirrored], np.tile([0.1, 0.9], (mirrored.sum(), 1)))
+    # Image action 0 (9 visits) is the position's action 1: a left-leaning search pushes right
+    # from every mirrored position, left from the others.
+    np.testing.assert_array_equal(result.visit_counts[mirrored], np.tile([1, 9], (mirrored.sum(), 1)))
+    np.testing.assert_array_equal(result.visit_counts[~mirrored], np.tile([9, 1], ((~mirrored).sum(), 1)))
+    np.testing.assert_array_equal(result.action, mirrored.astype(np.int64))
+    # Without symmetries: searched as given.
+    plain = search_roots(search, search, observations, legal, np.zeros(200), noise)
+    assert (plain.action == 0).all() and np.array_equal(search.seen, observations)
+
+
+def test_batched_self_play_with_random_symmetry_stores_the_mapped_back_visits():
+    # 32 CartPole games, one move each, searched by the left-leaning search: with
+    # search.random_symmetry about half push right (searched as their mirror image), and each
+    # game stores the visits of the move it played (9 on it); without it, every game pushes left.
+    game_config = GameConfig(id="CartPole-v1", action_space_size=2, discount=0.99)
+    search = _LeftLeaningSearch()
+    moves = {}
+    for random_symmetry in (False, True):
+        environments = [GymEnvironment("CartPole-v1", seed=i) for i in range(32)]
+        selfplay = BatchedSelfPlay(
+            game_config, SearchConfig(random_symmetry=random_symmetry, algorithm="gumbel"), environments, search
+        )
+        assert len(selfplay.symmetries) == (2 if random_symmetry else 0)
+        selfplay.step(search, np.random.default_rng(1), greedy=True)
+        games = selfplay.games
+        moves[random_symmetry] = [game.history[0] for game in games]
+        for game in games:
+            assert game.child_visits[0][game.history[0]] == 0.9
+    assert moves[False] == [0] * 32
+    assert 8 < sum(moves[True]) < 24
+
+
+def test_random_symmetry_needs_symmetries_and_the_batched_self_play(tmp_path):
+    mountain_car = GameConfig(id="MountainCar-v0", action_space_size=3)
+    with pytest.raises(EnvironmentSpecError) as error:
+        check_environment(mountain_car, search=SearchConfig(random_symmetry=True))
+    assert error.value.key == "search.random_symmetry"
+    cartpole = GameConfig(id="CartPole-v1", action_space_size=2)
+    assert len(check_environment(cartpole, search=SearchConfig(random_symmetry=True)).symmetries) == 2
+    assert load_config(CARTPOLE, ["search.random_symmetry=true"]).search.random_symmetry
+    with pytest.raises(ConfigError, match="search.random_symmetry: .* set selfplay.batched: true"):
+        load_config(CARTPOLE, ["search.random_symmetry=true", "selfplay.batched=false"])

@@ -170,7 +170,7 @@ def check_environment(
       network: the `network` section: a resnet needs image observations or a board
         (`GamePlugin.board_shape`), and a board keeps its size (`downsample: false`).
       search: the `search` section: Gumbel's completed Q-values need the negamax rule
-        with two players (each node's values from its mover's view).
+        with two players (each node's values from its mover's view); `random_symmetry`, symmetries.
 
     Raises:
       EnvironmentSpecError: with a one-line message and the config key to blame.
@@ -217,10 +217,12 @@ def check_environment(
                 )
         if len(spec.observation_shape) == 1:
             spec = dataclasses.replace(spec, board_shape=_board_shape_or_none(game))
-        if augment_symmetries and not spec.symmetries:
+        asked = "replay.augment_symmetries" if augment_symmetries else None
+        if search is not None and search.random_symmetry:
+            asked = "search.random_symmetry"
+        if asked and not spec.symmetries:
             raise EnvironmentSpecError(
-                f"{game.id} has no known symmetries (known: tic-tac-toe, connect four, CartPole)",
-                key="replay.augment_symmetries",
+                f"{game.id} has no known symmetries (known: tic-tac-toe, connect four, CartPole)", key=asked
             )
         return spec
     finally:
