@@ -121,9 +121,9 @@ class SearchConfig:
     c_visit: float = field(default=50.0, metadata=_range(min=0.0))
     # See c_visit.
     c_scale: float = field(default=0.1, metadata=_range(gt=0.0))
-    # Each search of self-play, evaluation and Reanalyse starts from its position's image under one of the game's
-    # symmetries (replay.augment_symmetries' list) drawn uniformly, visits, policy and move mapped back, as AlphaGo
-    # Zero evaluated positions: a model favouring one orientation cannot steer every move (batched self-play only).
+    # The searches of self-play, evaluation's greedy episodes and Reanalyse start from the position's image under a
+    # symmetry of the game drawn uniformly, their statistics mapped back (AlphaGo Zero's evaluation): a model favouring
+    # one orientation cannot steer every move. Not matches, `muzero play` or the exact match; batched self-play only.
     random_symmetry: bool = False
 
 
@@ -238,7 +238,7 @@ class TrainConfig:
     jit_compile: bool = False
     # With nonfinite "skip": consecutive skipped updates before the run stops.
     max_consecutive_nonfinite: int = field(default=10, metadata=_range(min=1))
-    # Not in the pseudocode (its actors and learner run concurrently): training steps per self-play move (running).
+    # Not in the pseudocode (its actors and learner run concurrently): training steps per self-play move, as a ratio.
     steps_per_move: float = field(default=0.5, metadata=_range(gt=0.0))
     # Not in the pseudocode: steps_per_move counts the moves of games saved to replay, not the
     # moves played (the learner waits for games in progress; docs/reanalyse.md: no better).

@@ -189,6 +189,8 @@ class BatchedSelfPlay:
       random_moves_before_step: `selfplay.random_moves_before_step` (not in greedy play).
       uniform_random_targets: `selfplay.random_move_policy_target` is "uniform": a random
         move's policy target is uniform over the legal actions, not the search's visits.
+      With `search.random_symmetry`, each move is searched from an image of its position under
+      one of the environments' `symmetries` (`muzero.symmetries.search_roots`), drawn with `rng`.
       segment: (length L, following F) with `selfplay.segment_length`: a game in progress
         hands back its next L moves as a segment (`Game.segment`) once F more have been
         played, and the rest when it ends; None: whole games.
@@ -217,7 +219,7 @@ class BatchedSelfPlay:
         self.random_moves_before_step = random_moves_before_step
         self.uniform_random_targets = uniform_random_targets
         # `search.random_symmetry`: each move searched from an image of its position (the environments' symmetries).
-        symmetric = search.random_symmetry and environments
+        symmetric = bool(search.random_symmetry and environments)
         self.symmetries = tuple(getattr(environments[0], "symmetries", ())) if symmetric else ()
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)

@@ -104,8 +104,8 @@ def unmap_result(result: SearchResult, choice: np.ndarray, symmetries: tuple[Sym
     rows = np.arange(len(choice))[:, None]
     policy = None if result.policy is None else result.policy[rows, action_map]
     action = None
-    if result.action is not None:  # the a with action_map[a] == the image's action
-        action = np.argmax(action_map == np.asarray(result.action)[:, None], axis=1)
+    if result.action is not None:  # the a with action_map[a] == the image's action: the inverse permutation
+        action = np.argsort(action_map, axis=1)[rows[:, 0], np.asarray(result.action)]
     return result._replace(visit_counts=result.visit_counts[rows, action_map], policy=policy, action=action)
 
 
@@ -124,6 +124,8 @@ def search_roots(
     with `rng`, the statistics mapped back (`map_roots`, `unmap_result`)."""
     if not symmetries:
         return searcher(network.initial_inference(observations), network, legal, to_play, noise)
+    if rng is None:
+        raise ValueError("search_roots: drawing the roots' symmetries needs an rng")
     choice = rng.integers(len(symmetries), size=len(observations))
     observations, image_legal, noise = map_roots(choice, symmetries, observations, legal, noise)
     result = searcher(network.initial_inference(observations), network, image_legal, to_play, noise)

@@ -164,6 +164,7 @@ class RecordingEnvironment:
         self.observation_dtype = environment.observation_dtype
         self.action_space_size = environment.action_space_size
         self.num_players = environment.num_players
+        self.symmetries = getattr(environment, "symmetries", ())  # `search.random_symmetry` reads them
 
     @property
     def fps(self) -> float:

@@ -1,5 +1,6 @@
 """Game symmetries (muzero/symmetries.py): permutations and signs worked by hand, checked
-against OpenSpiel's rules and gymnasium's CartPole, and applied to a training batch."""
+against OpenSpiel's rules and gymnasium's CartPole, applied to a training batch and to the
+roots of a search (`search.random_symmetry`)."""
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from muzero.game import Game
 from muzero.networks.base import NetworkOutput
 from muzero.replay import Batch, ReplayBuffer
 from muzero.search.types import SearchResult
-from muzero.selfplay import BatchedSelfPlay
+from muzero.selfplay import BatchedSelfPlay, play_games_batched
 from muzero.symmetries import (
     Symmetry,
     apply_symmetry,
@@ -26,6 +27,7 @@ from muzero.symmetries import (
     search_roots,
     unmap_result,
 )
+from muzero.video import RecordingEnvironment
 from tests.helpers import ROOT, muzero_command
 
 CARTPOLE = str(ROOT / "configs" / "cartpole.yaml")
@@ -406,3 +408,34 @@ def test_random_symmetry_needs_symmetries_and_the_batched_self_play(tmp_path):
     assert load_config(CARTPOLE, ["search.random_symmetry=true"]).search.random_symmetry
     with pytest.raises(ConfigError, match="search.random_symmetry: .* set selfplay.batched: true"):
         load_config(CARTPOLE, ["search.random_symmetry=true", "selfplay.batched=false"])
+
+
+def test_evaluation_and_reanalyse_search_images_too():
+    # Evaluation's greedy games (play_games_batched), here with a recorded game's wrapper first:
+    # with the left-leaning search, a game searched from its mirror image at its first move pushes
+    # right, so 32 games open both ways; every game is played on by the same rule to its end.
+    game_config = GameConfig(id="CartPole-v1", action_space_size=2, discount=0.99)
+    search = _LeftLeaningSearch()
+    environments = [RecordingEnvironment(GymEnvironment("CartPole-v1", seed=0))]
+    environments += [GymEnvironment("CartPole-v1", seed=i) for i in range(1, 32)]
+    games = play_games_batched(
+        game_config,
+        SearchConfig(random_symmetry=True, algorithm="gumbel"),
+        lambda: search,
+        environments,
+        np.random.default_rng(2),
+        greedy=True,
+        searcher=search,
+    )
+    first_moves = [game.history[0] for game in games]
+    assert 8 < sum(first_moves) < 24
+    assert all(game.child_visits[i][a] == 0.9 for game in games for i, a in enumerate(game.history))
+    # Reanalyse's searcher gets the game's two symmetries with the option, none without.
+    from muzero.builder import make_reanalyser
+    from muzero.envs import check_config_environment
+
+    overrides = ["reanalyse.fraction=0.8", "selfplay.search=numpy"]
+    for flag, count in (("false", 0), ("true", 2)):
+        config = load_config(CARTPOLE, [*overrides, f"search.random_symmetry={flag}"])
+        reanalyser = make_reanalyser(config, check_config_environment(config), "local", None)
+        assert len(reanalyser.symmetries) == count
