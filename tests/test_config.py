@@ -33,6 +33,27 @@ def test_shipped_configs_load(name):
     assert config.game.id == "CartPole-v1" and config.action_space_size == 2
 
 
+def test_cartpole_reanalyse_overlay_is_the_measured_command():
+    # docs/reanalyse.md, "Searching from a random mirror image": bench_cartpole.py's command
+    # with these --set overrides on configs/cartpole.yaml; the overlay must give the same config.
+    measured = [
+        "reanalyse.fraction=0.8",
+        "reanalyse.positions_per_step=64",
+        "reanalyse.batch_size=256",
+        "train.steps_per_move=1.0",
+        "reanalyse.td_steps=20",
+        "train.training_steps=16000",
+        "replay.augment_symmetries=true",
+        "selfplay.segment_length=25",
+        "train.td_steps=20",
+        "search.random_symmetry=true",
+    ]
+    cartpole = ROOT / "configs" / "cartpole.yaml"
+    overlay = load_config([cartpole, ROOT / "configs" / "cartpole_reanalyse.yaml"])
+    assert overlay == load_config(cartpole, measured)
+    assert overlay != load_config(cartpole)
+
+
 @pytest.mark.parametrize("name", ["pong", "breakout"])
 def test_atari_configs_hold_the_papers_constants(name):
     config = load_config(ROOT / "configs" / "atari" / f"{name}.yaml")
