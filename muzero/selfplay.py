@@ -178,6 +178,9 @@ def chosen_action(
 class BatchedSelfPlay:
     """A game in progress in each environment, advanced together one move at a time.
 
+    With `search.random_symmetry`, each move is searched from an image of its position under one
+    of the environments' `symmetries` (`muzero.symmetries.search_roots`), drawn with `step`'s rng.
+
     Args:
       game_config: the `game` section (actions, discount, stacked frames, max_moves, bootstrapping).
       search: the `search` section (root noise, temperature schedule; the default searcher's constants).
@@ -189,8 +192,6 @@ class BatchedSelfPlay:
       random_moves_before_step: `selfplay.random_moves_before_step` (not in greedy play).
       uniform_random_targets: `selfplay.random_move_policy_target` is "uniform": a random
         move's policy target is uniform over the legal actions, not the search's visits.
-      With `search.random_symmetry`, each move is searched from an image of its position under
-      one of the environments' `symmetries` (`muzero.symmetries.search_roots`), drawn with `rng`.
       segment: (length L, following F) with `selfplay.segment_length`: a game in progress
         hands back its next L moves as a segment (`Game.segment`) once F more have been
         played, and the rest when it ends; None: whole games.
