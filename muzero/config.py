@@ -122,8 +122,8 @@ class SearchConfig:
     # See c_visit.
     c_scale: float = field(default=0.1, metadata=_range(gt=0.0))
     # The searches of self-play, evaluation's greedy episodes and Reanalyse start from the position's image under a
-    # symmetry of the game drawn uniformly, their statistics mapped back (AlphaGo Zero's evaluation): a model favouring
-    # one orientation cannot steer every move. Not matches, `muzero play` or the exact match; batched self-play only.
+    # symmetry of the game drawn uniformly (one per search; AlphaGo Zero drew one per evaluation), statistics mapped
+    # back: a model favouring one orientation steers fewer moves. Not matches, `muzero play`, the exact match; batched.
     random_symmetry: bool = False
 
 

@@ -44,8 +44,8 @@ class GreedyPlayer:
         self, network: Network, environments: list[Environment], episodes: int, rng: np.random.Generator
     ) -> list[Game]:
         """`episodes` whole greedy games: side by side, one in each of environments[:episodes]
-        (`side_by_side`), else one after the other in environments[0]. `rng` is unused by the
-        search itself (no noise) but passed on as self-play's games take it."""
+        (`side_by_side`), else one after the other in environments[0]. `rng` draws no noise; it
+        draws the searched images with `search.random_symmetry`, and is passed on as self-play's games take it."""
         raise NotImplementedError
 
 

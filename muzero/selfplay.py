@@ -222,6 +222,8 @@ class BatchedSelfPlay:
         # `search.random_symmetry`: each move searched from an image of its position (the environments' symmetries).
         symmetric = bool(search.random_symmetry and environments)
         self.symmetries = tuple(getattr(environments[0], "symmetries", ())) if symmetric else ()
+        if symmetric and not self.symmetries:
+            raise ValueError(f"search.random_symmetry: {type(environments[0]).__name__} has no symmetries")
         self.games: list[Game | None] = [None] * len(environments)
         self.closed = [False] * len(environments)
 

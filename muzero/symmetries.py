@@ -89,7 +89,7 @@ def map_roots(
     rows = np.arange(len(choice))[:, None]
 
     def scatter(values: np.ndarray) -> np.ndarray:
-        image = np.empty_like(values)
+        image = np.zeros_like(values)
         image[rows, action_map] = values
         return image
 

@@ -403,6 +403,9 @@ def test_random_symmetry_needs_symmetries_and_the_batched_self_play(tmp_path):
     with pytest.raises(EnvironmentSpecError) as error:
         check_environment(mountain_car, search=SearchConfig(random_symmetry=True))
     assert error.value.key == "search.random_symmetry"
+    # The batched self-play refuses it too, rather than searching without images.
+    with pytest.raises(ValueError, match="search.random_symmetry: GymEnvironment has no symmetries"):
+        BatchedSelfPlay(mountain_car, SearchConfig(random_symmetry=True), [GymEnvironment("MountainCar-v0", seed=0)])
     cartpole = GameConfig(id="CartPole-v1", action_space_size=2)
     assert len(check_environment(cartpole, search=SearchConfig(random_symmetry=True)).symmetries) == 2
     assert load_config(CARTPOLE, ["search.random_symmetry=true"]).search.random_symmetry

@@ -170,7 +170,8 @@ def check_environment(
       network: the `network` section: a resnet needs image observations or a board
         (`GamePlugin.board_shape`), and a board keeps its size (`downsample: false`).
       search: the `search` section: Gumbel's completed Q-values need the negamax rule
-        with two players (each node's values from its mover's view); `random_symmetry`, symmetries.
+        with two players (each node's values from its mover's view); with `random_symmetry`, the
+        game must have symmetries.
 
     Raises:
       EnvironmentSpecError: with a one-line message and the config key to blame.
