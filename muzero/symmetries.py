@@ -84,8 +84,9 @@ def map_roots(
       (observations [B, D], legal [B, A], noise [B, A] or None) of the images: old action a's
       entries move to action `symmetry.action[a]`.
     """
-    mapped = np.stack([apply_symmetry(row, symmetries[c]) for row, c in zip(observations, choice)])
-    action_map = np.asarray([s.action for s in symmetries])[choice]  # [B, A]
+    gather, action_map, sign = symmetry_rows(symmetries, choice, observations.dtype)
+    mapped = np.take_along_axis(np.asarray(observations), gather, axis=1)
+    mapped = mapped if sign is None else mapped * sign
     rows = np.arange(len(choice))[:, None]
 
     def scatter(values: np.ndarray) -> np.ndarray:
@@ -100,7 +101,7 @@ def unmap_result(result: SearchResult, choice: np.ndarray, symmetries: tuple[Sym
     """A `SearchResult` of the images of `map_roots`, mapped back to the positions searched:
     action a's visits and policy are the image's at `symmetry.action[a]`, the chosen image
     action goes back through the inverse permutation, and the root values do not change."""
-    action_map = np.asarray([s.action for s in symmetries])[choice]  # [B, A]
+    action_map = symmetry_rows(symmetries, choice)[1]
     rows = np.arange(len(choice))[:, None]
     policy = None if result.policy is None else result.policy[rows, action_map]
     action = None
@@ -130,6 +131,26 @@ def search_roots(
     observations, image_legal, noise = map_roots(choice, symmetries, observations, legal, noise)
     result = searcher(network.initial_inference(observations), network, image_legal, to_play, noise)
     return unmap_result(result, choice, symmetries)
+
+
+def symmetry_rows(
+    symmetries: tuple[Symmetry, ...], choice: np.ndarray, dtype: np.dtype | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Row b's maps under symmetries[choice[b]], as arrays: (gather [B, D], action map [B, A],
+    signs [B, D] in `dtype`, or None when no symmetry has signs; a symmetry without signs
+    multiplies by 1). The S permutations become arrays once, then a row per sample.
+
+    Raises:
+      ValueError: signs for observations that are not floats (`dtype`).
+    """
+    gather = np.asarray([s.observation for s in symmetries])[choice]
+    action_map = np.asarray([s.action for s in symmetries])[choice]
+    if dtype is None or not any(s.sign for s in symmetries):
+        return gather, action_map, None
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"symmetries with signs need float observations, not {dtype}")
+    width = gather.shape[1]
+    return gather, action_map, np.asarray([s.sign or (1.0,) * width for s in symmetries], dtype)[choice]
 
 
 def grid_transforms(rows: int, cols: int, rotations: bool) -> list[np.ndarray]:
@@ -197,16 +218,10 @@ def augment_batch(batch, symmetries: tuple[Symmetry, ...], rng: np.random.Genera
       the mapped batch (new arrays; the input is not modified).
     """
     choice = rng.integers(len(symmetries), size=len(batch.actions))
-    # The S permutations as arrays once, then a row per sample (not B tuple conversions).
-    gather = np.asarray([s.observation for s in symmetries])[choice]  # [B, D]
-    action_map = np.asarray([s.action for s in symmetries])[choice]  # [B, A]
-    observation = np.take_along_axis(np.asarray(batch.observation), gather, axis=1)
-    sign = None
-    if any(s.sign for s in symmetries):  # [B, D]; a symmetry without signs multiplies by 1
-        if not np.issubdtype(observation.dtype, np.floating):
-            raise ValueError(f"symmetries with signs need float observations, not {observation.dtype}")
-        width = gather.shape[1]
-        sign = np.asarray([s.sign or (1.0,) * width for s in symmetries], observation.dtype)[choice]
+    observation = np.asarray(batch.observation)
+    gather, action_map, sign = symmetry_rows(symmetries, choice, observation.dtype)
+    observation = np.take_along_axis(observation, gather, axis=1)
+    if sign is not None:
         observation = observation * sign
     actions = np.take_along_axis(action_map, np.asarray(batch.actions, np.int64), axis=1).astype(batch.actions.dtype)
     # The new policy puts old action a's probability on action_map[a].
