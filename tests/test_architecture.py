@@ -92,6 +92,7 @@ WHOLE_CONFIG_MODULES = {
     "muzero.commands",
     "muzero.config",
     "muzero.config_io",
+    "muzero.config_checks",
     "muzero.config_loader",
     "muzero.search.reference",
     "muzero.search.gumbel",  # the reference Gumbel search, written as `run_mcts(config, ...)` is
@@ -103,6 +104,7 @@ MAX_WHOLE_CONFIG_SIGNATURES = 10
 FORBIDDEN_IMPORTS = [
     ("muzero.config", "muzero.envs", "config loading is below the game plug-ins"),
     ("muzero.config_io", "muzero.envs", "config loading is below the game plug-ins"),
+    ("muzero.config_checks", "muzero.envs", "config loading is below the game plug-ins"),
     ("muzero.networks", "muzero.envs", "a network gets the board shape from EnvironmentSpec"),
     # The compiled search builds no network: it gets a factory (it may use the family's types).
     ("muzero.search.compiled", "muzero.networks.__init__", "the compiled search gets a network factory"),
@@ -172,10 +174,11 @@ def test_no_import_across_layers(importer, imported, why):
 
 
 def test_the_config_layer_imports_nothing_above_it():
-    # config.py imports no muzero module; config_io.py only config.py.
+    # config.py imports no muzero module; config_checks.py only config.py; config_io.py only those two.
     graph = _graph()
     assert graph["muzero.config"] == set()
-    assert graph["muzero.config_io"] <= {"muzero.config"}, graph["muzero.config_io"]
+    assert graph["muzero.config_checks"] <= {"muzero.config"}, graph["muzero.config_checks"]
+    assert graph["muzero.config_io"] <= {"muzero.config", "muzero.config_checks"}, graph["muzero.config_io"]
 
 
 def test_no_private_attribute_is_read_on_another_modules_object():
