@@ -37,7 +37,7 @@ from muzero.greedy import make_greedy_player, with_eval_simulations
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_enabled
 from muzero.replay import Batch, ReplayBuffer
 from muzero.replay.journal import GameJournal
-from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, JOURNAL_DIR, lock_run_dir, write_atomically
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, JOURNAL_DIR, lock_run_dir, record_backend, write_atomically
 from muzero.run_state import RunState, seed_everything
 from muzero.runner import LoopSettings, Trainer
 from muzero.selfplay import LocalSelfPlay, SelfPlaySource, play_game
@@ -347,6 +347,7 @@ def build_trainer(
     last_saved_step = resume_run(parts, run_dir, resume_step) if resume else -1
     config_text = config_to_yaml(config)
     write_atomically(run_dir / CONFIG_FILE, config_text)
+    record_backend(run_dir, backend)
     telemetry = Telemetry(str(run_dir), config.train.training_steps, image_game=len(spec.observation_shape) == 3)
     parts.evaluator.summaries = telemetry.summaries
     if not resume:

@@ -22,6 +22,7 @@ from muzero.config_loader import config_changes, load_config
 from muzero.envs import EnvironmentSpec, EnvironmentSpecError, check_config_environment, check_environment
 from muzero.progress import log_to_file
 from muzero.run_dir import (
+    BACKEND_FILE,
     CHECKPOINT_DIR,
     CONFIG_FILE,
     LOG_FILE,
@@ -31,6 +32,7 @@ from muzero.run_dir import (
     check_writable,
     new_default_run_dir,
     prepare_run_dir,
+    recorded_backend,
 )
 from muzero.tf_runtime import load_tensorflow
 
@@ -45,6 +47,9 @@ class UsageError(Exception):
 def command_train(args: argparse.Namespace) -> int:
     """`muzero train`: the flags, the config, the game and the run folder checked, then the
     run (`muzero.builder.train`). Returns the exit status."""
+    backend_note = None
+    if args.resume is not None:
+        args.backend, backend_note = resume_backend(Path(args.resume), args.backend, args.ray_address)
     _check_backend(args)
     if args.step is not None and args.resume is None:
         raise UsageError("--step: only with --resume")
@@ -80,6 +85,8 @@ def command_train(args: argparse.Namespace) -> int:
         logdir = new_default_run_dir(config_paths[-1])
     log_to_file(logdir / LOG_FILE)
     logging.info(memory)
+    if backend_note is not None:
+        logging.log(*backend_note)
 
     load_tensorflow()
     from muzero.actors import ClusterError
@@ -181,6 +188,34 @@ def resolve_backend(backend: str, ray_address: str | None) -> str:
     if backend == "auto":
         logging.info("back end: %s (%s)", chosen, why)
     return chosen
+
+
+def resume_backend(run_dir: Path, backend: str, ray_address: str | None) -> tuple[str, tuple[int, str] | None]:
+    """The --backend a resume of `run_dir` runs with: auto becomes the back end the run last
+    trained on (RUN_DIR/backend.txt), so that a run started with `--backend local` resumes
+    exactly without the flag.
+
+    Returns:
+      The back end flag to use, and the absl level and line to log: the choice, or a warning
+      when Ray is named for a run that trained on the exact local loop. A run from before
+      the file keeps the flag as given (auto resolves as ever), with nothing to log.
+    """
+    recorded = recorded_backend(run_dir)
+    if recorded is None:
+        return backend, None
+    if backend == "auto" and ray_address is None:
+        if recorded == "ray" and importlib.util.find_spec("ray") is None:
+            return backend, None  # auto falls back to local and says why
+        return recorded, (
+            logging.INFO,
+            f"back end: {recorded} (the run's own, {run_dir / BACKEND_FILE}; --backend to change)",
+        )
+    if recorded == "local" and backend != "local":  # --backend ray, or auto with --ray-address
+        return backend, (
+            logging.WARNING,
+            "back end: ray, where the run trained on local until now: this resume is not bit-exact",
+        )
+    return backend, None
 
 
 def _check_backend(args: argparse.Namespace) -> None:

@@ -5,6 +5,7 @@
     RUN_DIR/events.out.tfevents.* TensorBoard
     RUN_DIR/eval.csv             greedy evaluations
     RUN_DIR/log.txt              what the run printed (absl logging), appended to on resume
+    RUN_DIR/backend.txt          the back end it last trained on: `local` or `ray`
     RUN_DIR/checkpoints/         ckpt-S.{index,data-*}, state-S.pkl, ckpt-S.complete
 
 A run directory has one owner: the process that holds the OS lock on RUN_DIR/lock
@@ -33,6 +34,9 @@ OPPONENT_FILE = "eval_opponents.csv"  # board games' matches at each evaluation
 JOURNAL_DIR = "games"  # the concurrent loop's finished games (muzero/replay/journal.py)
 LOCK_FILE = "lock"
 LOG_FILE = "log.txt"
+# `--resume` without --backend continues on the back end the run last trained on.
+BACKEND_FILE = "backend.txt"
+BACKENDS = ("local", "ray")
 
 # Run directories this process owns: resolved path -> the open lock file. A second flock on
 # another descriptor of the same file would conflict with our own, so each is taken once.
@@ -293,3 +297,18 @@ def check_finished_run(run_dir: Path) -> list[int]:
     if not steps:
         raise RunDirError(f"{run_dir / CHECKPOINT_DIR}: no complete checkpoint")
     return steps
+
+
+def record_backend(run_dir: Path, backend: str) -> None:
+    """Writes the back end the run trains on (`BACKEND_FILE`), for a later `--resume`."""
+    write_atomically(run_dir / BACKEND_FILE, backend + "\n")
+
+
+def recorded_backend(run_dir: Path) -> str | None:
+    """The back end `run_dir` last trained on; None for a run from before it was recorded
+    (or a file that does not name one)."""
+    try:
+        text = (run_dir / BACKEND_FILE).read_text().strip()
+    except OSError:
+        return None
+    return text if text in BACKENDS else None
