@@ -37,7 +37,7 @@ from muzero.greedy import make_greedy_player, with_eval_simulations
 from muzero.reanalyse import LocalReanalyse, TargetNetwork, reanalyse_enabled
 from muzero.replay import Batch, ReplayBuffer
 from muzero.replay.journal import GameJournal
-from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, JOURNAL_DIR, lock_run_dir, record_backend, write_atomically
+from muzero.run_dir import CHECKPOINT_DIR, CONFIG_FILE, JOURNAL_DIR, lock_run_dir, write_atomically
 from muzero.run_state import RunState, seed_everything
 from muzero.runner import LoopSettings, Trainer
 from muzero.selfplay import LocalSelfPlay, SelfPlaySource, play_game
@@ -66,6 +66,8 @@ class RunParts:
       reanalyser: Reanalyse in this process or on actors; None without it.
       checkpointer: the run's crash-safe checkpoints.
       evaluator: greedy evaluation (and board-game matches) into eval.csv and TensorBoard.
+      journal: the concurrent loop's finished games, for a resume after a kill.
+      backend: where self-play runs ("local" or "ray"), recorded for `--resume`.
     """
 
     spec: EnvironmentSpec
@@ -80,6 +82,7 @@ class RunParts:
     checkpointer: Checkpointer
     evaluator: Evaluator
     journal: GameJournal
+    backend: str = "local"
 
     def state_dict(self) -> dict:
         """What a checkpoint holds besides the TensorFlow variables."""
@@ -249,6 +252,7 @@ def build_run(
             seed,
         ),
         journal=GameJournal(run_dir / JOURNAL_DIR, config.run.max_checkpoints),
+        backend=backend,
     )
 
 
@@ -347,7 +351,6 @@ def build_trainer(
     last_saved_step = resume_run(parts, run_dir, resume_step) if resume else -1
     config_text = config_to_yaml(config)
     write_atomically(run_dir / CONFIG_FILE, config_text)
-    record_backend(run_dir, backend)
     telemetry = Telemetry(str(run_dir), config.train.training_steps, image_game=len(spec.observation_shape) == 3)
     parts.evaluator.summaries = telemetry.summaries
     if not resume:

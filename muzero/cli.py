@@ -93,7 +93,8 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
         help="where self-play runs: 'ray' (self-play actors on Ray beside the learner, one per core "
         "unless actors.num_actors says; batches built on a thread of their own), 'local' (self-play "
         "and learner take turns in this process: slower, bit-reproducible), or 'auto' (default: "
-        "'ray' when Ray is installed and the machine has 2 cores or more, else 'local')",
+        "'ray' when Ray is installed and the machine has 2 cores or more, else 'local'; under --resume: the "
+        "back end of the run's newest checkpoints, from RUN_DIR/backend.txt)",
     )
     train.add_argument(
         "--ray-address",

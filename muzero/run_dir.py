@@ -5,7 +5,7 @@
     RUN_DIR/events.out.tfevents.* TensorBoard
     RUN_DIR/eval.csv             greedy evaluations
     RUN_DIR/log.txt              what the run printed (absl logging), appended to on resume
-    RUN_DIR/backend.txt          the back end it last trained on: `local` or `ray`
+    RUN_DIR/backend.txt          the back end of its newest checkpoints: `local` or `ray`
     RUN_DIR/checkpoints/         ckpt-S.{index,data-*}, state-S.pkl, ckpt-S.complete
 
 A run directory has one owner: the process that holds the OS lock on RUN_DIR/lock
@@ -258,7 +258,7 @@ def check_resumable(run_dir: Path, hold: bool = True) -> list[int]:
 
 
 # What a resumed run appends to or writes into: files, and folders.
-RUN_FILES = (LOG_FILE, EVAL_FILE, OPPONENT_FILE)
+RUN_FILES = (LOG_FILE, EVAL_FILE, OPPONENT_FILE, BACKEND_FILE)
 RUN_FOLDERS = ("videos", JOURNAL_DIR)
 
 
@@ -300,7 +300,9 @@ def check_finished_run(run_dir: Path) -> list[int]:
 
 
 def record_backend(run_dir: Path, backend: str) -> None:
-    """Writes the back end the run trains on (`BACKEND_FILE`), for a later `--resume`."""
+    """Writes the back end the run trains on (`BACKEND_FILE`), for a later `--resume`; written
+    once a session has saved a checkpoint, so that an attempt stopped before its first one
+    leaves the record as it was."""
     write_atomically(run_dir / BACKEND_FILE, backend + "\n")
 
 

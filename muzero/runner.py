@@ -28,6 +28,7 @@ from muzero.config import RunConfig, TrainConfig
 from muzero.progress import ProgressReporter
 from muzero.replay import Batch
 from muzero.replay.prefetch import BatchPrefetcher
+from muzero.run_dir import BACKEND_FILE, record_backend, write_error_reason
 from muzero.selfplay import SelfPlayStopped
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class Trainer:
         self.target_network, self.reanalyser = parts.target_network, parts.reanalyser
         self.checkpointer, self.evaluator = parts.checkpointer, parts.evaluator
         self.last_saved_step = last_saved_step
+        self.backend_recorded = False
         self.selfplay_calls = 0
         self.storage.save_network(self.learner.training_step, self.network)
         self.stop_signal: str | None = None
@@ -120,6 +122,16 @@ class Trainer:
             raise RunStopped(str(error)) from None
         self.last_saved_step = step
         self.parts.journal.checkpointed(self.replay_buffer.games_saved)
+        if not self.backend_recorded:  # a resume without --backend continues on this one
+            run_dir = self.checkpointer.directory.parent
+            try:
+                record_backend(run_dir, self.parts.backend)
+            except OSError as error:
+                raise RunStopped(
+                    f"cannot write {run_dir / BACKEND_FILE}: {write_error_reason(error)}; "
+                    f"the last complete checkpoint is {self.checkpointer.directory / f'ckpt-{step}'}"
+                ) from None
+            self.backend_recorded = True
 
     # The pseudocode's muzero(): self-play and training alternate, the network is
     # published (and checkpointed) every checkpoint_interval steps.

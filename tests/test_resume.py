@@ -363,29 +363,6 @@ def test_resume_without_backend_continues_on_the_runs_own(tmp_path, tiny_run):
     assert _resumed_step(run_dir / "log.txt") == 30
 
 
-def test_resume_backend_choices(tmp_path):
-    from absl import logging
-
-    from muzero.commands import resume_backend
-    from muzero.run_dir import record_backend
-
-    # A run from before backend.txt: the flag as given, nothing logged.
-    assert resume_backend(tmp_path, "auto", None) == ("auto", None)
-    record_backend(tmp_path, "local")
-    assert resume_backend(tmp_path, "auto", None)[0] == "local"
-    assert resume_backend(tmp_path, "local", None) == ("local", None)
-    # Ray named, by flag or by a cluster's address, for a run of the exact loop: a warning.
-    for backend, address in (("ray", None), ("auto", "127.0.0.1:6379")):
-        assert resume_backend(tmp_path, backend, address) == (
-            backend,
-            (logging.WARNING, "back end: ray, where the run trained on local until now: this resume is not bit-exact"),
-        )
-    record_backend(tmp_path, "ray")
-    assert resume_backend(tmp_path, "local", None) == ("local", None)  # leaving Ray loses no exactness
-    (tmp_path / "backend.txt").write_text("carrier pigeon\n")  # not a back end: as if absent
-    assert resume_backend(tmp_path, "auto", None) == ("auto", None)
-
-
 def _loss_scalars(run_dir: Path) -> list[tuple[int, str, float]]:
     import tensorflow as tf
 

@@ -156,3 +156,36 @@ def test_a_run_file_that_is_not_what_it_should_be_exits_2_on_resume(tiny_run, tm
     assert result.stderr.strip().splitlines() == [f"muzero train: error: {path}: {fragment}"]
     # Nothing else touched: the same entries as before (the lock comes and goes).
     assert sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*")) == before
+
+
+def test_resume_backend_choices(tmp_path, monkeypatch):
+    import importlib.util
+
+    from absl import logging
+
+    from muzero.commands import resume_backend
+    from muzero.run_dir import record_backend
+
+    # A run from before backend.txt: the flag as given, nothing logged.
+    assert resume_backend(tmp_path, "auto", None) == ("auto", None)
+    record_backend(tmp_path, "local")
+    adopted = f"back end: local (the run's own, {tmp_path / 'backend.txt'}; --backend to change)"
+    assert resume_backend(tmp_path, "auto", None) == ("local", (logging.INFO, adopted))
+    assert resume_backend(tmp_path, "local", None) == ("local", None)
+    # Ray named, by flag or by a cluster's address, for a run of the exact loop: a warning.
+    for backend, address in (("ray", None), ("auto", "127.0.0.1:6379")):
+        assert resume_backend(tmp_path, backend, address) == (
+            backend,
+            (logging.WARNING, "back end: ray, where the run trained on local until now: this resume is not bit-exact"),
+        )
+    record_backend(tmp_path, "ray")
+    assert resume_backend(tmp_path, "local", None) == ("local", None)  # leaving Ray loses no exactness
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "ray" else real_find_spec(name))
+    adopted = f"back end: ray (the run's own, {tmp_path / 'backend.txt'}; --backend to change)"
+    assert resume_backend(tmp_path, "auto", None) == ("ray", (logging.INFO, adopted))
+    # Ray gone since: auto resolves as for a new run (local, and says why), nothing adopted.
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "ray" else real_find_spec(name))
+    assert resume_backend(tmp_path, "auto", None) == ("auto", None)
+    (tmp_path / "backend.txt").write_text("carrier pigeon\n")  # not a back end: as if absent
+    assert resume_backend(tmp_path, "auto", None) == ("auto", None)
