@@ -94,7 +94,7 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
         "unless actors.num_actors says; batches built on a thread of their own), 'local' (self-play "
         "and learner take turns in this process: slower, bit-reproducible), or 'auto' (default: "
         "'ray' when Ray is installed and the machine has 2 cores or more, else 'local'; under --resume: the "
-        "back end of the run's newest checkpoints, from RUN_DIR/backend.txt)",
+        "run's own, from RUN_DIR/backend.txt, that of the last session that saved a checkpoint)",
     )
     train.add_argument(
         "--ray-address",

@@ -195,6 +195,11 @@ def resume_backend(run_dir: Path, backend: str, ray_address: str | None) -> tupl
     trained on (RUN_DIR/backend.txt), so that a run started with `--backend local` resumes
     exactly without the flag.
 
+    Args:
+      run_dir: the run being resumed.
+      backend: --backend as given ("auto", "local" or "ray").
+      ray_address: --ray-address as given.
+
     Returns:
       The back end flag to use, and the absl level and line to log: the choice, or a warning
       when Ray is named for a run that trained on the exact local loop. A run from before

@@ -5,7 +5,7 @@
     RUN_DIR/events.out.tfevents.* TensorBoard
     RUN_DIR/eval.csv             greedy evaluations
     RUN_DIR/log.txt              what the run printed (absl logging), appended to on resume
-    RUN_DIR/backend.txt          the back end of its newest checkpoints: `local` or `ray`
+    RUN_DIR/backend.txt          the back end of the last session that saved a checkpoint
     RUN_DIR/checkpoints/         ckpt-S.{index,data-*}, state-S.pkl, ckpt-S.complete
 
 A run directory has one owner: the process that holds the OS lock on RUN_DIR/lock
@@ -300,9 +300,11 @@ def check_finished_run(run_dir: Path) -> list[int]:
 
 
 def record_backend(run_dir: Path, backend: str) -> None:
-    """Writes the back end the run trains on (`BACKEND_FILE`), for a later `--resume`; written
-    once a session has saved a checkpoint, so that an attempt stopped before its first one
-    leaves the record as it was."""
+    """Writes the back end the run trains on (`BACKEND_FILE`), for a later `--resume`.
+
+    Raises:
+      OSError: the write failed; the file is as it was (`write_atomically`).
+    """
     write_atomically(run_dir / BACKEND_FILE, backend + "\n")
 
 

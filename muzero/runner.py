@@ -128,8 +128,7 @@ class Trainer:
                 record_backend(run_dir, self.parts.backend)
             except OSError as error:
                 raise RunStopped(
-                    f"cannot write {run_dir / BACKEND_FILE}: {write_error_reason(error)}; "
-                    f"the last complete checkpoint is {self.checkpointer.directory / f'ckpt-{step}'}"
+                    f"cannot write {run_dir / BACKEND_FILE} ({write_error_reason(error)}); {self._last_checkpoint()}"
                 ) from None
             self.backend_recorded = True
 

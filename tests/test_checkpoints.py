@@ -421,6 +421,37 @@ def test_nonfinite_stop_names_step_and_last_checkpoint(tmp_path):
     )
 
 
+def test_the_back_end_is_recorded_once_a_session_has_a_checkpoint(tmp_path, monkeypatch):
+    import errno
+
+    import muzero.runner
+
+    calls = []
+    real = muzero.runner.record_backend
+    monkeypatch.setattr(muzero.runner, "record_backend", lambda *args: calls.append(args) or real(*args))
+    trainer = _trainer(tmp_path)  # configs/tiny.yaml: 20 steps, a checkpoint every 10
+    trainer.run()
+    # Checkpoints at 10 and 20, one record: after the first.
+    assert calls == [(tmp_path / "run", "local")]
+    assert (tmp_path / "run" / "backend.txt").read_text() == "local\n"
+
+    def disk_full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(muzero.runner, "record_backend", disk_full)
+    (tmp_path / "full").mkdir()
+    trainer = _trainer(tmp_path / "full")
+    with pytest.raises(RunStopped) as info:
+        trainer.run()
+    # The checkpoint at 10 is whole; the run stops there, naming it, as for the journal.
+    run_dir = tmp_path / "full" / "run"
+    assert trainer.learner.training_step == 10
+    assert str(info.value) == (
+        f"cannot write {run_dir / 'backend.txt'} (No space left on device); "
+        f"last complete checkpoint {run_dir / 'checkpoints' / 'ckpt-10'}"
+    )
+
+
 # ----- checkpoints written before the package was split into envs/, networks/, search/ -----
 
 LEGACY = Path(__file__).parent / "data" / "legacy_v1"

@@ -129,6 +129,8 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         # log.txt a folder: appending the resumed run's lines would fail after start-up.
         ("log.txt", lambda path: path.mkdir(), "expected a file, found a folder; move it away to resume"),
         ("eval.csv", lambda path: path.mkdir(), "expected a file, found a folder; move it away to resume"),
+        # backend.txt a folder: its record would fail once the resumed run saves a checkpoint.
+        ("backend.txt", lambda path: path.mkdir(), "expected a file, found a folder; move it away to resume"),
         (
             "eval.csv",
             lambda path: path.symlink_to(path.parent / "nowhere"),
