@@ -249,6 +249,7 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
     assert _scalars(run_dir, "actors/live")[-1][1] == 2.0 and _scalars(run_dir, "actors/restarts")[-1][1] == 0.0
     # 2 actors x 2 calls each (actors.max_inflight_per_actor, default 2) at most.
     assert 0 < max(value for _, value in _scalars(run_dir, "actors/inflight")) <= 4
+    assert (run_dir / "backend.txt").read_text() == "ray\n"  # for a later --resume without --backend
 
     # Resume on the actors: replay and learner come from the checkpoint, actors start fresh
     # games; here with the compiled search, so TensorFlow and XLA run inside the actors.
@@ -282,9 +283,14 @@ def test_train_and_resume_through_ray_address(tmp_path, ray_address):
         "selfplay.num_envs=2",
         "--set",
         "game.max_moves=5",
+        "--backend",  # named: without it the resume would stay on the run's own back end, Ray
+        "local",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run_dir / "checkpoints" / "ckpt-65.complete").is_file()
+    # The record follows the last session that saved a checkpoint; leaving Ray warns of nothing.
+    assert (run_dir / "backend.txt").read_text() == "local\n"
+    assert "not bit-exact" not in result.stderr
 
 
 @pytest.mark.slow
