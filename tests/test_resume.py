@@ -22,9 +22,10 @@ from tests.helpers import ATARI_TINY, TICTACTOE, TINY, TINY_RUN_SETTINGS, checkp
 pytestmark = pytest.mark.slow
 
 
-def _command(*args: str) -> list[str]:
-    """`muzero ARGS`; train runs the bit-reproducible interleaved loop unless a back end is named."""
-    if args[0] == "train" and "--backend" not in args:
+def _command(*args: str, name_backend: bool = True) -> list[str]:
+    """`muzero ARGS`; train runs the bit-reproducible interleaved loop unless a back end is named
+    (or `name_backend` is False: the flags as given)."""
+    if name_backend and args[0] == "train" and "--backend" not in args:
         args = (*args, "--backend", "local")
     return [sys.executable, "-m", "muzero.cli", *args]
 
@@ -33,9 +34,15 @@ def _env() -> dict:
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def _run(*args: str, name_backend: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(
-        _command(*args), env=_env(), capture_output=True, text=True, timeout=600, check=False, stdin=subprocess.DEVNULL
+        _command(*args, name_backend=name_backend),
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -348,15 +355,7 @@ def test_resume_without_backend_continues_on_the_runs_own(tmp_path, tiny_run):
     # with no --backend, auto must not become Ray on this 2-core machine: the run says why.
     run_dir = copy_run(tiny_run, tmp_path / "run")
     assert (run_dir / "backend.txt").read_text() == "local\n"
-    result = subprocess.run(
-        [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir), "--set", "train.training_steps=35"],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    result = _run("train", "--resume", str(run_dir), "--set", "train.training_steps=35", name_backend=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"back end: local (the run's own, {run_dir / 'backend.txt'}; --backend to change)" in result.stderr
     assert "self-play actors up" not in result.stderr  # no Ray actor pool was started
