@@ -118,6 +118,14 @@ def command_train(args: argparse.Namespace) -> int:
             logdir,
         )
         return 0
+    if result["out_of_time"]:
+        logging.info(
+            "run.time_limit_minutes (%g) reached at training step %d, with a final checkpoint; train on with: "
+            "muzero train --resume %s --set run.time_limit_minutes=MORE",
+            config.run.time_limit_minutes,
+            result["training_step"],
+            logdir,
+        )
     logging.info(
         "done: %d training steps, %d games, %d moves in %.0fs; greedy return %.1f +- %.1f",
         result["training_step"],

@@ -39,8 +39,8 @@ class GameConfig:
     # (`muzero.envs.atari.AtariSettings`) for an Atari game, the factory's keyword arguments for
     # "<module>:<function>". Checked against the plug-in's settings dataclass if it has one (then held as one).
     kwargs: Any = field(default_factory=dict)
-    # Number of discrete actions; must match the environment's action space. Left out (or null) in
-    # a YAML file: read from the environment.
+    # Number of discrete actions; must match the environment's action space. Left out (or null) in a YAML file: read
+    # from the environment.
     action_space_size: int = field(default=2, metadata=_range(min=1))
     # Game length cap (pseudocode `max_moves`).
     max_moves: int = field(default=500, metadata=_range(min=1))
@@ -145,9 +145,8 @@ class SelfPlayConfig:
     search: str = field(default="numpy", metadata=_range(choices=("numpy", "compiled")))
     # With the compiled search: compile it with XLA.
     jit_compile: bool = True
-    # Two-player games: the first this many moves of each game are uniformly random legal moves, so the policy does
-    # not collapse onto the few openings it trains on (tic-tac-toe: all draws; docs/boardgames.md). 0: every move
-    # from the search, as in the pseudocode.
+    # Two-player games: the first this many moves of each game are uniformly random legal moves, so the policy does not
+    # collapse onto the few openings it trains on (tic-tac-toe: all draws; docs/boardgames.md); 0: the pseudocode's.
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
     # Every self-play move is a uniformly random legal move while the network playing has trained fewer than this many
     # steps, as DQN starts; that network is the last published (train.checkpoint_interval; on Ray, the one a call was
@@ -173,8 +172,7 @@ class NetworkConfig:
     # mlp: widths of the hidden layers in each of the three functions.
     # resnet: widths of the fully connected layers of the value, reward and policy heads.
     hidden_layers: tuple[int, ...] = (64,)
-    # resnet: planes of the hidden state and of every convolution at 6x6 (paper: 256);
-    # the first downsampling stage uses half as many.
+    # resnet: planes of the hidden state and of every convolution at 6x6 (paper: 256); half in the first downsampling.
     planes: int = field(default=256, metadata=_range(min=2))
     # resnet: residual blocks after the downsampling in the representation and in the dynamics (paper: 16 each).
     blocks: int = field(default=16, metadata=_range(min=0))
@@ -308,6 +306,9 @@ class RunConfig:
     # GiB the run may use (muzero/memory.py estimates it at start, before any heavy work, and
     # refuses a config that would need more); 0: the machine's available memory.
     memory_limit: float = field(default=0.0, metadata=_range(min=0.0))
+    # Training ends as at train.training_steps (a final checkpoint and evaluation) once the run has trained this many
+    # minutes, counted over all its sessions (a resume carries its time on): a wall-time budget. 0: no limit.
+    time_limit_minutes: float = field(default=0.0, metadata=_range(min=0.0))
     # Greedy evaluation every this many training steps (0: never), over this many episodes.
     eval_interval: int = field(default=0, metadata=_range(min=0))
     # Greedy episodes per evaluation.
@@ -384,9 +385,8 @@ class ActorsConfig:
     """Self-play actors of the Ray back end (`muzero train`'s default `--backend auto` on a
     machine with 2 cores or more, or `--backend ray`; unused by `local`).
 
-    Each actor plays `selfplay.num_envs` games in lockstep with the batched search (as
-    `BatchedSelfPlay`), `moves_per_call` moves per call; the games that ended come back
-    with the call, and the newest published weights go out with the next one.
+    Each actor plays `selfplay.num_envs` games in lockstep with the batched search (`BatchedSelfPlay`), moves_per_call
+    moves per call; the games that ended come back with the call, the newest published weights go out with the next.
     """
 
     # Self-play actors (processes), each with its own games. 0: one per core of the machine

@@ -135,7 +135,7 @@ class Trainer:
     # The pseudocode's muzero(): self-play and training alternate, the network is
     # published (and checkpointed) every checkpoint_interval steps.
     def run(self) -> dict:
-        """Trains until `train.training_steps` or a stop signal; returns the final figures."""
+        """Trains until `train.training_steps`, `run.time_limit_minutes` or a stop signal; returns the final figures."""
         from muzero.summaries import SummaryWriteError
 
         counters = self.state.counters
@@ -184,7 +184,17 @@ class Trainer:
         )
 
     def _done(self) -> bool:
-        return self.learner.training_step >= self.train_settings.training_steps or self.stop_signal is not None
+        return (
+            self.learner.training_step >= self.train_settings.training_steps
+            or self.stop_signal is not None
+            or self._out_of_time()
+        )
+
+    def _out_of_time(self) -> bool:
+        """`run.time_limit_minutes` reached: the run's training time over all its sessions (`self.started` is set
+        back by the time a resumed run trained before)."""
+        limit = self.settings.run.time_limit_minutes
+        return limit > 0 and time.time() - self.started >= limit * 60
 
     def _on_signal(self, signum: int, frame) -> None:
         self.stop_signal = signal.Signals(signum).name
@@ -200,7 +210,7 @@ class Trainer:
         moves = self.state.counters["stored_moves" if train.count_stored_moves else "env_steps"]
         target = min(int(moves * train.steps_per_move), train.training_steps)
         started, steps_before = time.time(), self.learner.training_step
-        while self.learner.training_step < target and self.stop_signal is None:
+        while self.learner.training_step < target and not self._done():
             if self.learner.tracing_count() == 0:
                 self.progress.note(
                     "compiling the training step (the first step traces it%s)",
@@ -226,7 +236,7 @@ class Trainer:
                 step,
                 result.metrics,
                 lambda: float(self.learner.optimizer.learning_rate),
-                last=step == train.training_steps or self.stop_signal is not None,
+                last=self._done(),
                 batch_seconds=result.batch_seconds,
                 step_seconds=result.step_seconds,
                 slow_metrics=self._slow_metrics,
@@ -358,6 +368,8 @@ class Trainer:
             "mean_return": float(evaluation.mean()) if evaluation is not None else float("nan"),
             "std_return": float(evaluation.std()) if evaluation is not None else float("nan"),
             "stopped_by": self.stop_signal,
+            # Ended by `run.time_limit_minutes` before `train.training_steps`.
+            "out_of_time": self.stop_signal is None and self.learner.training_step < self.train_settings.training_steps,
             "nonfinite_skips": counters["nonfinite_skips"],
         }
         return {**result, **self.source.result()}

@@ -80,3 +80,35 @@ def test_progress_lines_during_a_long_burst_of_training(tmp_path, caplog):
     printed = [int(m.group(1)) for r in caplog.records if (m := re.match(r"step (\d+)/40 ", r.getMessage()))]
     inside = [step for step in printed if 1 <= step <= 39]
     assert len(inside) >= 3, printed
+
+
+def test_time_limit_ends_the_run_and_a_resume_carries_its_time_on(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    # The loop's clock moves 1 s per training step and stands still otherwise (self-play,
+    # checkpoints, compiling), so the budget is counted in steps: 0.1 minutes = 6 steps.
+    clock = [1000.0]
+    monkeypatch.setattr("muzero.runner.time", SimpleNamespace(time=lambda: clock[0]))
+
+    def tick(batch):
+        clock[0] += 1.0
+        return batch
+
+    settings = ["selfplay.batched=true", "selfplay.num_envs=8", "train.training_steps=1000"]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    def run(*overrides: str, resume: bool) -> dict:
+        config = load_config(TINY, [*settings, *overrides])
+        return build_trainer(config, run_dir, SPEC, resume=resume, batch_hook=tick).run()
+
+    first = run("run.time_limit_minutes=0.1", resume=False)
+    # Before step 7 the clock reads 6 s past the start: the 6 s budget is spent, 994 steps short.
+    assert (first["training_step"], first["wall_seconds"], first["out_of_time"]) == (6, 6.0, True)
+    assert first["stopped_by"] is None
+    # Resumed with the same budget: the 6 s are carried on from the checkpoint, no step is taken.
+    again = run("run.time_limit_minutes=0.1", resume=True)
+    assert (again["training_step"], again["wall_seconds"], again["out_of_time"]) == (6, 6.0, True)
+    # Resumed with 12 s and 9 training steps: steps 7-9 (6 + 3 = 9 s), ended by the steps, not by the clock.
+    last = run("run.time_limit_minutes=0.2", "train.training_steps=9", resume=True)
+    assert (last["training_step"], last["wall_seconds"], last["out_of_time"]) == (9, 9.0, False)
