@@ -146,7 +146,7 @@ class SelfPlayConfig:
     # With the compiled search: compile it with XLA.
     jit_compile: bool = True
     # Two-player games: the first this many moves of each game are uniformly random legal moves, so the policy does not
-    # collapse onto the few openings it trains on (tic-tac-toe: all draws; docs/boardgames.md); 0: the pseudocode's.
+    # collapse onto the few openings it trains on (tic-tac-toe: all draws; docs/boardgames.md); 0: none (pseudocode).
     random_opening_moves: int = field(default=0, metadata=_range(min=0))
     # Every self-play move is a uniformly random legal move while the network playing has trained fewer than this many
     # steps, as DQN starts; that network is the last published (train.checkpoint_interval; on Ray, the one a call was
@@ -385,8 +385,8 @@ class ActorsConfig:
     """Self-play actors of the Ray back end (`muzero train`'s default `--backend auto` on a
     machine with 2 cores or more, or `--backend ray`; unused by `local`).
 
-    Each actor plays `selfplay.num_envs` games in lockstep with the batched search (`BatchedSelfPlay`), moves_per_call
-    moves per call; the games that ended come back with the call, the newest published weights go out with the next.
+    Each actor plays `selfplay.num_envs` games in lockstep with the batched search (`BatchedSelfPlay`),
+    `moves_per_call` moves per call; the games that ended come back with it, and the newest weights go with the next.
     """
 
     # Self-play actors (processes), each with its own games. 0: one per core of the machine

@@ -282,9 +282,10 @@ class Trainer:
         started = time.time()
         if self.source.concurrent and self.last_play_end is not None:
             started = self.last_play_end
+        step = self.learner.training_step
         try:
             games, moves = self.source.play(
-                self.storage, self.state.rng, lambda: self.stop_signal is not None, self.learner.training_step
+                self.storage, self.state.rng, lambda: self.stop_signal is not None or self._out_of_time(), step
             )
         except SelfPlayStopped as error:
             self.publish_and_checkpoint()
