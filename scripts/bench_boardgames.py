@@ -3,8 +3,10 @@
     python scripts/bench_boardgames.py --game tictactoe --seeds 0 1 2 --minutes 15
     python scripts/bench_boardgames.py --game connect4 --seeds 0 --minutes 60
 
-Each seed trains `configs/<game>.yaml` with the real command (`muzero train`) until the
-budget is spent, then stops it with SIGTERM (a final checkpoint, exit 0). The run's own
+Each seed trains `configs/<game>.yaml` with the real command (`muzero train`) for a budget of
+`--minutes` of training time, set as `run.time_limit_minutes`: the run ends itself with a final
+checkpoint and evaluation (start-up before its loop is not counted), and an interrupted seed
+resumed with `muzero train --resume` stops at the same budget. The run's own
 evaluations (`run.eval_interval`, `run.eval_opponents`, `run.eval_games` games each, half
 as first player) give the curve; at the end the final checkpoint plays `--final-games`
 games against each of `--final-opponents` (default: the config's). Writes, under `--out`:
@@ -42,16 +44,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"tictactoe": ROOT / "configs" / "tictactoe.yaml", "connect4": ROOT / "configs" / "connect4.yaml"}
 
 
+# Past the budget, the seconds a run may take to start and to play its final evaluation
+# before it is stopped from outside (SIGTERM: a final checkpoint, exit 0).
+GRACE_SECONDS = 900
+
+
 def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: list[str]) -> float:
-    """Trains until the budget is spent (or the run ends); returns the seconds it ran."""
-    command = train_command(config, run_dir, seed, settings)
+    """Trains for `minutes` of the run's own training time (`run.time_limit_minutes`, or until
+    the run ends sooner); returns the seconds the process ran."""
+    command = train_command(config, run_dir, seed, [*settings, f"run.time_limit_minutes={minutes}"])
     log = (run_dir.parent / f"{run_dir.name}.log").open("w")
     started = time.time()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        process.wait(timeout=minutes * 60)
+        process.wait(timeout=minutes * 60 + GRACE_SECONDS)
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGTERM)  # a final checkpoint, then exit 0
+        process.send_signal(signal.SIGTERM)
         process.wait()
     if process.returncode != 0:
         raise SystemExit(f"{run_dir}: training failed (exit {process.returncode}); see {log.name}")
@@ -191,7 +199,7 @@ def main() -> None:
         elif run_dir.exists():  # `muzero train` refuses a used folder; its log stays as it is
             raise SystemExit(
                 f"{run_dir}: a run without its final matches ({', '.join(opponents) or 'none asked'}); "
-                "finish it (muzero train --resume, muzero evaluate --csv) or remove it"
+                "finish it (muzero train --resume, which keeps its time limit; muzero evaluate --csv) or remove it"
             )
         else:
             seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)

@@ -118,6 +118,28 @@ def test_bench_boardgames_curve_and_plot_from_a_run(tictactoe_tiny_run, tmp_path
     assert (tmp_path / "score.png").stat().st_size > 10_000
 
 
+def test_bench_boardgames_sets_the_budget_as_the_runs_time_limit(tmp_path, monkeypatch):
+    bench = load_script("bench_boardgames")
+    started = []
+
+    class Finished:  # a `muzero train` that ended by itself, exit 0
+        returncode = 0
+
+        def __init__(self, command, **kwargs):
+            started.append(command)
+
+        def wait(self, timeout=None):
+            started.append(timeout)
+
+    monkeypatch.setattr(bench.subprocess, "Popen", Finished)
+    bench.train_for(bench.CONFIGS["connect4"], tmp_path / "connect4_seed0", 0, 1.5, ["search.algorithm=gumbel"])
+    command, timeout = started
+    # The budget is the run's own (a resume keeps it), after the caller's settings; the process
+    # is stopped from outside only 900 s past it (90 s of budget + 900 s of grace).
+    assert command[-4:] == ["--set", "search.algorithm=gumbel", "--set", "run.time_limit_minutes=1.5"]
+    assert timeout == 990
+
+
 # The header `muzero evaluate --csv` writes above its one row per side.
 FINAL_HEADER = "training_step,opponent,side,games,win,draw,loss\n"
 
