@@ -58,7 +58,8 @@ def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: 
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         process.wait(timeout=minutes * 60 + GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired:  # the run should have ended itself: say so, then stop it
+        print(f"{run_dir.name}: still running {GRACE_SECONDS} s past its budget; stopped with SIGTERM", file=sys.stderr)
         process.send_signal(signal.SIGTERM)
         process.wait()
     if process.returncode != 0:
@@ -184,6 +185,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_boardgames")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides")
     args = parser.parse_args()
+    if not args.minutes > 0:  # run.time_limit_minutes 0 would mean no limit at all
+        parser.error(f"--minutes: expected > 0, got {args.minutes:g}")
 
     sys.path.insert(0, str(ROOT))
     from muzero.config_loader import load_config
@@ -203,7 +206,7 @@ def main() -> None:
             )
         else:
             seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
-            print(f"{run_dir.name}: trained for {seconds / 60:.1f} minutes")
+            print(f"{run_dir.name}: ran for {seconds / 60:.1f} minutes (start-up and final evaluation included)")
         missing = [opponent for opponent in opponents if not final_table(run_dir, opponent).is_file()]
         final_matches(run_dir, missing, args.final_games)
         finals += final_rows(run_dir, opponents)

@@ -138,6 +138,11 @@ def test_bench_boardgames_sets_the_budget_as_the_runs_time_limit(tmp_path, monke
     # is stopped from outside only 900 s past it (90 s of budget + 900 s of grace).
     assert command[-4:] == ["--set", "search.algorithm=gumbel", "--set", "run.time_limit_minutes=1.5"]
     assert timeout == 990
+    # A budget of 0 would be run.time_limit_minutes 0, no limit: refused with exit status 2.
+    monkeypatch.setattr(sys, "argv", ["bench", "--game", "connect4", "--minutes", "0", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as stopped:
+        bench.main()
+    assert stopped.value.code == 2 and started == [command, timeout]
 
 
 # The header `muzero evaluate --csv` writes above its one row per side.
