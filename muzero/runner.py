@@ -90,6 +90,7 @@ class Trainer:
         self.selfplay_calls = 0
         self.storage.save_network(self.learner.training_step, self.network)
         self.stop_signal: str | None = None
+        self.out_of_time = False
         self.consecutive_nonfinite = 0
         self.last_metrics: dict[str, float] = {}
         self.last_play_end: float | None = None
@@ -139,6 +140,7 @@ class Trainer:
         from muzero.summaries import SummaryWriteError
 
         counters = self.state.counters
+        train_steps = self.train_settings.training_steps
         self.started = time.time() - counters["wall_seconds"]
         self.progress = ProgressReporter(
             self.train_settings.training_steps,
@@ -155,6 +157,8 @@ class Trainer:
                     break
                 self.self_play()
                 self._print_progress()
+            # Ended by run.time_limit_minutes (not by the steps or a signal), before the final work.
+            self.out_of_time = self.stop_signal is None and self.learner.training_step < train_steps
             # Final checkpoint; a second Ctrl-C while it is written is ignored.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self.evaluator.join()
@@ -369,8 +373,7 @@ class Trainer:
             "mean_return": float(evaluation.mean()) if evaluation is not None else float("nan"),
             "std_return": float(evaluation.std()) if evaluation is not None else float("nan"),
             "stopped_by": self.stop_signal,
-            # Ended by `run.time_limit_minutes` before `train.training_steps`.
-            "out_of_time": self.stop_signal is None and self.learner.training_step < self.train_settings.training_steps,
+            "out_of_time": self.out_of_time,
             "nonfinite_skips": counters["nonfinite_skips"],
         }
         return {**result, **self.source.result()}

@@ -59,7 +59,8 @@ def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: 
     try:
         process.wait(timeout=minutes * 60 + GRACE_SECONDS)
     except subprocess.TimeoutExpired:  # the run should have ended itself: say so, then stop it
-        print(f"{run_dir.name}: still running {GRACE_SECONDS} s past its budget; stopped with SIGTERM", file=sys.stderr)
+        late = f"{GRACE_SECONDS} s past its budget and start-up"
+        print(f"{run_dir.name}: still running {late}; stopped with SIGTERM", file=sys.stderr)
         process.send_signal(signal.SIGTERM)
         process.wait()
     if process.returncode != 0:
