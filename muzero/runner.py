@@ -286,11 +286,8 @@ class Trainer:
         started = time.time()
         if self.source.concurrent and self.last_play_end is not None:
             started = self.last_play_end
-        step = self.learner.training_step
-        try:
-            games, moves = self.source.play(
-                self.storage, self.state.rng, lambda: self.stop_signal is not None or self._out_of_time(), step
-            )
+        try:  # `_done` stops actors' waits too: self-play runs only while the steps are short of their end
+            games, moves = self.source.play(self.storage, self.state.rng, self._done, self.learner.training_step)
         except SelfPlayStopped as error:
             self.publish_and_checkpoint()
             final = self.checkpointer.directory / f"ckpt-{self.last_saved_step}"
