@@ -76,7 +76,8 @@ class Evaluator:
         self.environments = make_environments(game_config, episodes if self.player.side_by_side else 1, seed + 1)
         self.rng = np.random.default_rng([seed, 1])
         self.arena_player: GreedyPlayer | None = None  # made at the first match (`evaluate_against`)
-        self.last: np.ndarray | None = None
+        # The newest evaluation's (mean, std) of returns and its training step (-1: none yet).
+        self.last: tuple[float, float] | None = None
         self.last_step = -1
         # A background evaluation (`evaluate_in_background`): its thread, and the RNG and
         # environments as they were when it started, which checkpoints take meanwhile.
@@ -130,17 +131,33 @@ class Evaluator:
             csv.writer(f).writerow(EVAL_COLUMNS)
 
     def truncate_after(self, step: int) -> None:
-        """Drops evaluations logged after `step` (they happened after the checkpoint resumed from)."""
+        """Drops evaluations logged after `step` (they happened after the checkpoint resumed from).
+
+        Where the evaluation at `step` itself is logged whole (eval.csv's row and a row of each
+        `run.eval_opponents`), it counts as the newest one (`last`, `last_step`): a run resumed
+        after it ended plays no second final evaluation at the same step.
+        """
+        kept = {}
         for path, columns in ((self.path, EVAL_COLUMNS), (self.path.with_name(OPPONENT_FILE), OPPONENT_COLUMNS)):
             if not path.is_file():
                 continue
             with open(path, newline="") as f:
                 rows = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
+            kept[path] = rows
             text = io.StringIO()
             writer = csv.DictWriter(text, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
             write_atomically(path, text.getvalue())
+        own = [row for row in kept.get(self.path, []) if int(row["training_step"]) == step]
+        matched = {
+            row["opponent"]
+            for row in kept.get(self.path.with_name(OPPONENT_FILE), [])
+            if int(row["training_step"]) == step
+        }
+        if own and matched >= set(self.run.eval_opponents):
+            self.last = (float(own[-1]["mean_return"]), float(own[-1]["std_return"]))
+            self.last_step = step
 
     def evaluate(
         self, step: int, network: Network, counters: dict, games: int, wall: float, env_steps: int | None = None
@@ -188,7 +205,7 @@ class Evaluator:
             len(returns),
             wall,
         )
-        self.last, self.last_step = returns, step
+        self.last, self.last_step = (float(returns.mean()), float(returns.std())), step
         for opponent in self.run.eval_opponents:
             self.evaluate_against(opponent, step, network, counters, wall, env_steps)
         return returns

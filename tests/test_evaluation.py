@@ -1,4 +1,5 @@
-"""muzero/evaluation.py: which environment steps an evaluation's returns are logged against."""
+"""muzero/evaluation.py: which environment steps an evaluation's returns are logged against, and
+which evaluation counts as done when a run resumes."""
 
 from __future__ import annotations
 
@@ -70,3 +71,32 @@ def test_a_background_evaluation_logs_the_environment_steps_of_its_network(tmp_p
     assert [row["mean_return"] for row in rows] == ["1.00", "1.00"]
     by_env_step = [step for step, values in summaries.written if "eval/mean_return_by_env_step" in values]
     assert by_env_step == [100, 250]
+
+
+def test_truncate_after_counts_the_evaluation_at_the_step_resumed_from_only_when_it_is_whole(tmp_path):
+    # Tic-tac-toe evaluates against two opponents (random, perfect). Rows at steps 5 and 10 in
+    # both files, but the match against `perfect` at step 10 was not written (a run killed
+    # between the two matches); a resume at 10 must then evaluate again, one at 5 need not.
+    config = load_config(ROOT / "configs" / "tictactoe.yaml")
+    own = "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
+    own += "5,40,8,3.0,1.0,0.25,0.50\n10,80,16,6.0,2.0,0.75,0.43\n"
+    opponents = "training_step,env_steps,wall_seconds,opponent,side,games,win,draw,loss\n"
+    opponents += "5,40,3.0,random,first,50,40,5,5\n5,40,3.0,perfect,first,50,0,50,0\n"
+    opponents += "10,80,6.0,random,first,50,45,5,0\n"
+
+    def resumed_at(step: int) -> Evaluator:
+        (tmp_path / "eval.csv").write_text(own)
+        (tmp_path / "eval_opponents.csv").write_text(opponents)
+        evaluator = Evaluator(config.run, config.game, tmp_path, lambda games: HeldPlayer(None), Scalars(), seed=0)
+        evaluator.truncate_after(step)
+        return evaluator
+
+    missing_a_match = resumed_at(10)
+    assert (missing_a_match.last_step, missing_a_match.last) == (-1, None)
+    whole = resumed_at(5)
+    # Step 5's row read back: mean 0.25, std 0.50; step 10's rows are dropped from both files.
+    assert (whole.last_step, whole.last) == (5, (0.25, 0.5))
+    with open(tmp_path / "eval_opponents.csv", newline="") as f:
+        assert [row["training_step"] for row in csv.DictReader(f)] == ["5", "5"]
+    # Nothing logged at the step resumed from: no evaluation counts as done.
+    assert resumed_at(7).last_step == -1

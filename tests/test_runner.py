@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
+import pytest
 
 from muzero.builder import build_trainer
 from muzero.config_loader import load_config
@@ -109,6 +112,13 @@ def test_time_limit_ends_the_run_and_a_resume_carries_its_time_on(tmp_path, monk
     # Resumed with the same budget: the 6 s are carried on from the checkpoint, no step is taken.
     again = run("run.time_limit_minutes=0.1", resume=True)
     assert (again["training_step"], again["wall_seconds"], again["out_of_time"]) == (6, 6.0, True)
+    # ...and plays no second final evaluation: one row at step 6, whose mean it reports (to the
+    # 2 decimals eval.csv keeps).
+    with open(run_dir / "eval.csv", newline="") as f:
+        assert [row["training_step"] for row in csv.DictReader(f)] == ["6"]
+    assert again["mean_return"] == pytest.approx(first["mean_return"], abs=0.005)
     # Resumed with 12 s and 9 training steps: steps 7-9 (6 + 3 = 9 s), ended by the steps, not by the clock.
     last = run("run.time_limit_minutes=0.2", "train.training_steps=9", resume=True)
     assert (last["training_step"], last["wall_seconds"], last["out_of_time"]) == (9, 9.0, False)
+    with open(run_dir / "eval.csv", newline="") as f:
+        assert [row["training_step"] for row in csv.DictReader(f)] == ["6", "9"]
