@@ -1,4 +1,5 @@
-"""Tests for muzero/runner.py: the replay ratio (what `train.steps_per_move` counts) and progress lines."""
+"""Tests for muzero/runner.py: the replay ratio (what `train.steps_per_move` counts), progress lines
+and `run.time_limit_minutes`."""
 
 from __future__ import annotations
 
@@ -122,3 +123,44 @@ def test_time_limit_ends_the_run_and_a_resume_carries_its_time_on(tmp_path, monk
     assert (last["training_step"], last["wall_seconds"], last["out_of_time"]) == (9, 9.0, False)
     with open(run_dir / "eval.csv", newline="") as f:
         assert [row["training_step"] for row in csv.DictReader(f)] == ["6", "9"]
+
+
+def test_time_limit_stops_the_wait_for_actors_games(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    # On Ray the driver blocks in `source.play` until actors deliver games; the run's `_done`
+    # (steps, signal, time limit) is what stops that wait. A concurrent source that delivers
+    # the local games until the learner has taken 2 steps, then has none and polls `should_stop`,
+    # the clock moving 1 s per poll and standing still otherwise: the 0.1-minute budget ends the
+    # wait at the 6th poll, with the run's clock at 6.0 s.
+    clock = [1000.0]
+    monkeypatch.setattr("muzero.runner.time", SimpleNamespace(time=lambda: clock[0]))
+
+    class StalledActors:
+        concurrent = True
+
+        def __init__(self, inner):
+            self.inner, self.polls = inner, 0
+
+        def play(self, storage, rng, should_stop, start_step):
+            if start_step < 2:
+                return self.inner.play(storage, rng, should_stop, start_step)
+            while not should_stop():
+                assert self.polls < 100, "the wait went on past the time limit"
+                self.polls += 1
+                clock[0] += 1.0
+            return [], 0
+
+        def __getattr__(self, name):  # state, metrics, progress, result, close: the local source's
+            return getattr(self.inner, name)
+
+    settings = ["selfplay.batched=true", "selfplay.num_envs=8", "train.training_steps=1000"]
+    config = load_config(TINY, [*settings, "run.time_limit_minutes=0.1"])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    trainer = build_trainer(config, run_dir, SPEC)
+    trainer.source = source = StalledActors(trainer.source)
+    result = trainer.run()
+    assert source.polls == 6
+    assert (result["wall_seconds"], result["out_of_time"], result["stopped_by"]) == (6.0, True, None)
+    assert 2 <= result["training_step"] < 1000
