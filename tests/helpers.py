@@ -77,3 +77,13 @@ def load_script(name: str):
     sys.modules[name] = module  # where dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+def tictactoe_after(*actions: int):
+    """OpenSpiel's tic-tac-toe state after `actions` (cells 0-8 row by row, X first)."""
+    import pyspiel
+
+    state = pyspiel.load_game("tic_tac_toe").new_initial_state()
+    for action in actions:
+        state.apply_action(action)
+    return state

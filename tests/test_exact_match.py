@@ -11,17 +11,10 @@ from muzero.config_loader import load_config
 from muzero.envs import check_environment
 from muzero.exact_match import expected_outcome, muzero_chooser
 from muzero.greedy import make_greedy_player
-from tests.helpers import TICTACTOE, load_script
+from tests.helpers import TICTACTOE, load_script, tictactoe_after
 from tests.test_arena import OracleNetwork
 
 GAME = pyspiel.load_game("tic_tac_toe")
-
-
-def _state(*actions: int):
-    state = GAME.new_initial_state()
-    for action in actions:
-        state.apply_action(action)
-    return state
 
 
 def lowest(states):
@@ -53,12 +46,16 @@ LATE = (0, 1, 4, 2, 5, 3)
     ],
 )
 def test_a_late_position_worked_by_hand(choose, opponent, expected):
-    assert expected_outcome(GAME, choose, opponent, player=0, start=_state(*LATE)) == pytest.approx(expected)
+    assert expected_outcome(GAME, choose, opponent, player=0, start=tictactoe_after(*LATE)) == pytest.approx(expected)
 
 
 def test_the_cap_on_moves_counts_a_draw():
     # Capped at the start's 6 moves: nothing is played, the game counts as drawn.
-    assert expected_outcome(GAME, lowest, "random", player=0, start=_state(*LATE), max_moves=6) == (0.0, 1.0, 0.0)
+    assert expected_outcome(GAME, lowest, "random", player=0, start=tictactoe_after(*LATE), max_moves=6) == (
+        0.0,
+        1.0,
+        0.0,
+    )
 
 
 def _recursive(state, player: int) -> tuple[float, float, float]:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.helpers import load_script
+from tests.helpers import load_script, tictactoe_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -931,3 +931,46 @@ def test_probe_symmetry_reads_a_run(tiny_run, tictactoe_tiny_run, capsys):
     with pytest.raises(SystemExit) as exit_info:
         probe.main(["--run", str(tictactoe_tiny_run)])
     assert exit_info.value.code == 2 and "a known symmetry" in capsys.readouterr().err
+
+
+def test_probe_tactics_classifies_positions_by_hand():
+    import pyspiel
+
+    probe = load_script("probe_tactics")
+    game, after = pyspiel.load_game("tic_tac_toe"), tictactoe_after
+
+    # Cells 0-8 row by row. X on 0 and 1, O on 3 and 4, X to move: 2 completes the top row
+    # (O's 5 threat does not matter, X wins first).
+    assert probe.classify(after(0, 3, 1, 4)) == ("win", [2])
+    # X on 0 and 1, O on 4, O to move: no win for O; only 2 stops X's top row.
+    assert probe.classify(after(0, 4, 1)) == ("defend", [2])
+    # The empty board: no win, every move safe.
+    assert probe.classify(after()) is None
+    # A random mover's right share: 1 of 5 legal moves (the first), 1 of 6 (the second).
+    rows = [([0, 3, 1, 4], [2], after(0, 3, 1, 4).legal_actions()), ([0, 4, 1], [2], after(0, 4, 1).legal_actions())]
+    assert probe.random_share(rows) == pytest.approx((1 / 5 + 1 / 6) / 2)
+    # A played game walked move by move: X 0, O 3, X 1 (O must block 2), O 4 (X wins at 2), X 2.
+    found = probe.collect_positions(game, 10, seed=0, played=[[0, 3, 1, 4, 2]])
+    assert [(moves, right) for moves, right, _ in found["defend"]] == [([0, 3, 1], [2])]
+    assert [(moves, right) for moves, right, _ in found["win"]] == [([0, 3, 1, 4], [2])]
+
+
+def test_probe_tactics_reads_a_run(tictactoe_tiny_run, capsys):
+    probe = load_script("probe_tactics")
+    probe.main(["--run", str(tictactoe_tiny_run), "--positions", "6", "--opponents", "perfect"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "(6 positions)" in lines[1], lines[1]
+    shares = {line.split("|")[1].strip(): [float(x) for x in line.split("|")[2:4]] for line in lines[3:]}
+    assert list(shares) == ["the run's search", "its prior alone", "perfect", "random (expected)"]
+    assert all(0.0 <= share <= 1.0 for row in shares.values() for share in row)
+    # The random row is the expectation over the same positions (the same seed draws them).
+    import pyspiel
+
+    found = probe.collect_positions(pyspiel.load_game("tic_tac_toe"), 6, 0)
+    assert shares["random (expected)"] == pytest.approx(
+        [probe.random_share(found[kind]) for kind in probe.KINDS], abs=5e-4
+    )
+    # From the run's own games: its replay holds more than 6 positions of each kind.
+    probe.main(["--run", str(tictactoe_tiny_run), "--positions", "6", "--opponents", "--from-replay"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "replay's games" in lines[0] and "(6 positions)" in lines[1] and len(lines) == 6, lines
