@@ -179,6 +179,9 @@ class NetworkConfig:
     # resnet: the paper's 96x96 -> 6x6 downsampling stack before the blocks. false: one
     # 3x3 convolution to `planes` planes at the frame's own size (MinAtar's 10x10 frames).
     downsample: bool = True
+    # resnet: the action as the dynamics sees it. "tiled": its one-hot tiled into A constant planes (the paper's
+    # Atari). "board": one plane marking where it acts, its cell or its column (the paper's Go; board games).
+    action_planes: str = field(default="tiled", metadata=_range(choices=("tiled", "board")))
     # Activation of the hidden layers.
     activation: str = field(default="elu", metadata=_range(choices=("relu", "elu", "tanh")))
     # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
@@ -389,13 +392,11 @@ class ActorsConfig:
     `moves_per_call` moves per call; the games that ended come back with it, and the newest weights go with the next.
     """
 
-    # Self-play actors (processes), each with its own games. 0: one per core of the machine
-    # (os.cpu_count(), or the cluster's CPUs with --ray-address), so that the learner and
-    # self-play together keep every core busy whichever side is the slower (docs/concurrency.md).
+    # Self-play actors (processes), each with its own games. 0: one per core (os.cpu_count(), or the cluster's CPUs
+    # with --ray-address), so that learner and self-play keep every core busy whichever is slower (docs/concurrency.md).
     num_actors: int = field(default=0, metadata=_range(min=0))
-    # Batched moves (one in each of the actor's games) per call: how often an actor hands back finished games and picks
-    # up the newest weights. Small keeps the data fresh (CartPole learnt faster with 5 than 25: docs/ray.md); many
-    # actors on one driver need larger calls (fewer calls per second to handle).
+    # Batched moves per call (one in each of the actor's games): how often it hands back ended games and takes the newest
+    # weights. Small keeps data fresh (CartPole learnt faster with 5 than 25: docs/ray.md); many actors need larger.
     moves_per_call: int = field(default=5, metadata=_range(min=1))
     # Backpressure: calls handed to an actor and not yet collected. At most num_actors * max_inflight_per_actor calls'
     # worth of games wait outside replay. 2: an actor has its next call queued while the driver collects the last one
@@ -405,10 +406,9 @@ class ActorsConfig:
     max_restarts: int = field(default=3, metadata=_range(min=-1))
     # Fewer actors alive than this (restarts used up): the run stops with a checkpoint.
     min_live_actors: int = field(default=1, metadata=_range(min=1))
-    # A call running longer than this is taken for a hung actor, which is killed and
-    # restarted. Covers the actor's start (imports, XLA compilation) on its first call.
+    # A call running longer than this is taken for a hung actor, killed and restarted; covers its start (XLA) on call 1.
     call_timeout_seconds: float = field(default=300.0, metadata=_range(gt=0.0))
-    # Ray resources per actor. With 0 GPUs an actor hides the GPUs from TensorFlow.
+    # Ray resources per actor (with 0 GPUs an actor hides the GPUs from TensorFlow).
     cpus_per_actor: float = field(default=1.0, metadata=_range(gt=0.0))
     # GPUs per actor (fractions share one GPU).
     gpus_per_actor: float = field(default=0.0, metadata=_range(min=0.0))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from muzero.config import NetworkConfig
@@ -47,3 +49,6 @@ def test_resnet_shapes_name_the_keys_and_the_board():
     image = network_shapes(network, _spec((6, 6, 3), 4), stacked_frames=4)
     assert "board (planes, rows, cols)" not in image and image["image shape"] == (6, 6, 16)
     assert shape_changes(board, image)[0] == "board (planes, rows, cols) (3, 3, 3) -> None"
+    # The dynamics' first convolution takes 1 action plane instead of 9: a resume must refuse it.
+    planes = network_shapes(dataclasses.replace(network, action_planes="board"), _spec((27,), 9, board=(3, 3, 3)))
+    assert shape_changes(board, planes) == ["network.action_planes tiled -> board"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -169,10 +170,31 @@ def test_a_resnet_needs_a_board_and_keeps_its_size():
             "network.downsample",
             "openspiel:connect_four: a 6x7 board is too small for the 96->6 downsampling stack",
         ),
+        # Board action planes: a resnet over a board whose actions are known (breakthrough's 768 moves are not).
+        (
+            "openspiel:connect_four",
+            7,
+            NetworkConfig(kind="mlp", action_planes="board"),
+            "network.action_planes",
+            "needs network.kind resnet and a board game whose actions are cells or columns",
+        ),
+        (
+            "openspiel:breakthrough",
+            768,
+            dataclasses.replace(board_net, action_planes="board"),
+            "network.action_planes",
+            "not openspiel:breakthrough with network.kind resnet",
+        ),
     ):
         with pytest.raises(EnvironmentSpecError) as error:
             check_environment(GameConfig(id=game_id, action_space_size=actions), network=network)
         assert fragment in str(error.value) and error.value.key == key
+    # Where the actions act: connect four's are its columns, tic-tac-toe's its cells.
+    board_planes = dataclasses.replace(board_net, action_planes="board")
+    spec = check_environment(GameConfig(id="openspiel:connect_four", action_space_size=7), network=board_planes)
+    assert (spec.board_shape, spec.board_actions) == ((3, 6, 7), "columns")
+    spec = check_environment(GameConfig(id="openspiel:tic_tac_toe", action_space_size=9), network=board_planes)
+    assert (spec.board_shape, spec.board_actions) == ((3, 3, 3), "cells")
 
 
 def test_a_repeated_turn_the_probe_missed_stops_the_game(monkeypatch):

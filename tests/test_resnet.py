@@ -13,7 +13,7 @@ from muzero.config_loader import load_config
 from muzero.envs import EnvironmentSpec, check_environment
 from muzero.envs.atari import AtariSettings
 from muzero.factories import make_run_network
-from muzero.networks.resnet import ResNetwork, board_image
+from muzero.networks.resnet import ResNetwork, board_action_planes, board_image
 from tests.helpers import CONNECT4
 
 # Atari frames as the ALE plug-in gives them: [96, 96, 3] uint8, 18 actions, one player.
@@ -163,6 +163,33 @@ def test_a_board_game_resnet_sees_the_board_and_keeps_its_size():
     # No downsampling: the hidden state is the board's 6x7; values on the 3 bins of support_size 1.
     assert output.hidden_state.shape == (2, 6, 7, 8) and output.value_logits.shape == (2, 3)
     assert network.recurrent_inference(output.hidden_state, np.array([0, 6])).policy_logits.shape == (2, 7)
+
+
+def test_board_action_planes_by_hand():
+    # Columns of a 2x3 board: action 1 is the middle column, a one on both rows of it.
+    columns = board_action_planes("columns", 2, 3)
+    assert columns.shape == (3, 2, 3)
+    np.testing.assert_array_equal(columns[1], [[0, 1, 0], [0, 1, 0]])
+    # Cells of a 2x2 board, row by row: action 3 is the bottom-right cell, action 1 the top-right.
+    cells = board_action_planes("cells", 2, 2)
+    np.testing.assert_array_equal(cells[3], [[0, 0], [0, 1]])
+    np.testing.assert_array_equal(cells[1], [[0, 1], [0, 0]])
+
+
+def test_board_action_planes_reach_the_dynamics_as_one_plane():
+    settings = ["network.planes=8", "network.hidden_layers=[16]", "network.action_planes=board"]
+    config = load_config(CONNECT4, settings)
+    network = make_run_network(config, check_environment(config.game, network=config.network))
+    # One plane beside the 8 of the state, where the tiled encoding had 7 (one per column).
+    assert tuple(network.dynamics.inputs[0].shape) == (None, 6, 7, 9)
+    image = network.action_image(np.array([6, 0])).numpy()
+    assert image.shape == (2, 6, 7, 1)
+    np.testing.assert_array_equal(image[0, :, :, 0], board_action_planes("columns", 6, 7)[6])
+    assert image[0, :, 6, 0].tolist() == [1.0] * 6 and image[0, :, :6].sum() == 0  # column 6, every row
+    state = network.initial_inference(np.zeros((1, 127), np.float32)).hidden_state
+    a = network.recurrent_inference(state, np.array([0])).hidden_state.numpy()
+    b = network.recurrent_inference(state, np.array([6])).hidden_state.numpy()
+    assert a.shape == (1, 6, 7, 8) and not np.allclose(a, b)
 
 
 def test_a_mirrored_board_observation_is_the_mirrored_image():

@@ -157,6 +157,24 @@ def _board_shape_or_none(game: GameConfig) -> tuple[int, int, int] | None:
         return None
 
 
+def _board_actions(game: GameConfig) -> str | None:
+    """Where the game's actions act on its board (`GamePlugin.board_actions`), or None."""
+    plugin, name = resolve_game(game.id)
+    return None if plugin.board_actions is None else plugin.board_actions(name, game.kwargs)
+
+
+def _check_action_planes(game_id: str, spec: EnvironmentSpec, network_kind: str) -> None:
+    """`network.action_planes: board` needs a resnet over a board whose plug-in knows where its
+    actions act (one per cell, or one per column)."""
+    if network_kind != "resnet" or spec.board_shape is None or spec.board_actions is None:
+        raise EnvironmentSpecError(
+            f"network.action_planes: board draws each action where it acts on a board: it needs network.kind "
+            f"resnet and a board game whose actions are cells or columns (known: tic-tac-toe, connect four), "
+            f"not {game_id} with network.kind {network_kind}",
+            key="network.action_planes",
+        )
+
+
 def check_environment(
     game: GameConfig,
     augment_symmetries: bool = False,
@@ -217,7 +235,9 @@ def check_environment(
                     key="network.downsample",
                 )
         if len(spec.observation_shape) == 1:
-            spec = dataclasses.replace(spec, board_shape=_board_shape_or_none(game))
+            spec = dataclasses.replace(spec, board_shape=_board_shape_or_none(game), board_actions=_board_actions(game))
+        if network is not None and network.action_planes == "board":
+            _check_action_planes(game.id, spec, network.kind)
         asked = "replay.augment_symmetries" if augment_symmetries else None
         if search is not None and search.random_symmetry:
             asked = "search.random_symmetry"

@@ -92,6 +92,9 @@ class EnvironmentSpec:
     # knows one (`GamePlugin.board_shape`, filled in by `check_environment`): what a
     # convolutional network reshapes it by. None: observations are used as they are.
     board_shape: tuple[int, int, int] | None = None
+    # Where an action acts on that board (`GamePlugin.board_actions`): "cells" or "columns";
+    # what `network.action_planes: board` draws. None: not known.
+    board_actions: str | None = None
 
     @staticmethod
     def of(environment: Environment) -> EnvironmentSpec:
@@ -120,6 +123,9 @@ class GamePlugin:
         is a board, [planes, rows, cols] flattened then a few more elements (the player to
         move): what a convolutional network reshapes it by (`network.kind: resnet`). None:
         observations are used as they are.
+      board_actions: (name, settings) -> "cells" (one action per cell of that board, row by
+        row), "columns" (one per column) or None: where an action acts, for
+        `network.action_planes: board`. None: not known for any of its games.
     """
 
     name: str
@@ -127,3 +133,4 @@ class GamePlugin:
     settings: type | None = None
     network_kinds: tuple[str, ...] = ()
     board_shape: Callable[[str, Any], tuple[int, int, int]] | None = None
+    board_actions: Callable[[str, Any], str | None] | None = None

@@ -202,10 +202,14 @@ class OpenSpielEnvironment:
             self.state.apply_action(action)
 
 
+# Where an action acts on the board: tic-tac-toe's actions are its cells (row by row),
+# connect four's its columns. Other games: not known here.
+_BOARD_ACTIONS = {"tic_tac_toe": "cells", "connect_four": "columns"}
+
 # Games whose rules are known to keep their symmetries: the square's 8 for tic-tac-toe
-# (actions are cells), the left-right mirror for connect four (actions are columns; an
-# upside-down board would break gravity). Other games: none known here.
-_SYMMETRIC_GAMES = {"tic_tac_toe": ("cells", True), "connect_four": ("columns", False)}
+# (with rotations), the left-right mirror for connect four (an upside-down board would
+# break gravity). Other games: none known here.
+_SYMMETRIC_GAMES = {"tic_tac_toe": True, "connect_four": False}
 
 
 # The observation planes holding player 0's and player 1's stones (tests/test_openspiel.py
@@ -223,14 +227,14 @@ def game_symmetries(game) -> tuple[Symmetry, ...]:
     """The symmetries of a pyspiel game (`muzero.symmetries`), the identity first; () when
     none is known. Observations are this module's: [planes, rows, cols] flattened, then the
     player to move."""
-    known = _SYMMETRIC_GAMES.get(game.get_type().short_name)
-    if known is None:
+    name = game.get_type().short_name
+    rotations = _SYMMETRIC_GAMES.get(name)
+    if rotations is None:
         return ()
     planes, rows, cols = game.observation_tensor_shape()
-    actions, rotations = known
     if rotations and rows != cols:
         return ()
-    return board_symmetries(planes, rows, cols, extra=1, actions=actions, rotations=rotations)
+    return board_symmetries(planes, rows, cols, extra=1, actions=_BOARD_ACTIONS[name], rotations=rotations)
 
 
 def _make(name: str, seed: int, parameters: Mapping) -> OpenSpielEnvironment:
@@ -254,6 +258,18 @@ def board_shape(name: str, parameters: Mapping) -> tuple[int, int, int]:
     return shape
 
 
+def board_actions(name: str, parameters: Mapping) -> str | None:
+    """Where the game's actions act on its board: "cells" (one action per cell, row by row),
+    "columns" (one per column), or None when not known."""
+    return _BOARD_ACTIONS.get(load_game(name, parameters).get_type().short_name)
+
+
 # Observations are flat vectors: the MLP sees them as they are, the resnet as the board
 # planes they hold (`board_shape`), as the paper's board-game networks.
-PLUGIN = GamePlugin(name="openspiel", make=_make, network_kinds=("mlp", "resnet"), board_shape=board_shape)
+PLUGIN = GamePlugin(
+    name="openspiel",
+    make=_make,
+    network_kinds=("mlp", "resnet"),
+    board_shape=board_shape,
+    board_actions=board_actions,
+)

@@ -40,15 +40,17 @@ def make_network(
       mixed_precision: `train.mixed_precision` (resnet: bfloat16 compute).
     """
     if network.kind == "resnet":
-        from muzero.networks.resnet import ResNetwork
+        from muzero.networks.resnet import ResNetwork, board_action_planes
 
-        board = None
+        board, action_planes = None, None
         if len(spec.observation_shape) == 1:
             board = spec.board_shape
             if board is None:  # `check_environment` says so first, in one line
                 raise ValueError(
                     f"network.kind resnet needs image or board observations; {spec.observation_shape} is neither"
                 )
+        if network.action_planes == "board":  # `check_environment` refuses it without a board's actions
+            action_planes = board_action_planes(spec.board_actions, *spec.board_shape[1:])
         return ResNetwork(
             network,
             spec.action_space_size,
@@ -57,6 +59,7 @@ def make_network(
             stacked_frames,
             mixed_precision,
             board_shape=board,
+            action_planes=action_planes,
         )
     from muzero.networks.mlp import MLPNetwork
 

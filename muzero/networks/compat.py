@@ -44,6 +44,7 @@ def network_shapes(network: NetworkConfig, spec: EnvironmentSpec, stacked_frames
             "image shape": image_shape(stacked_frames, spec.observation_shape),
             **board,
             "network.downsample": network.downsample,
+            "network.action_planes": network.action_planes,
             "game.action_space_size": spec.action_space_size,
             "network.planes": network.planes,
             "network.blocks": network.blocks,

@@ -11,7 +11,9 @@
   cols, planes + 1], the player as a constant plane, as the paper's board-game input;
   with `downsample: false` the hidden state is the board's size.
 * dynamics: [state, one-hot action tiled into A planes of 6x6] -> conv (P planes) ->
-  `blocks` residual blocks -> "state" [6, 6, P] (min-max scaled) and a "reward" head.
+  `blocks` residual blocks -> "state" [6, 6, P] (min-max scaled) and a "reward" head. With
+  `network.action_planes: board` the action is one plane of the board instead, a one where it
+  acts (its cell, or its column: `board_action_planes`), as the paper's Go and chess encode moves.
 * prediction: state -> "value" and "policy" heads, AlphaZero's: a 1x1 convolution (1
   plane for value and reward, 2 for the policy), then the `network.hidden_layers`
   fully connected layers and the output layer (601 bins for value and reward).
@@ -105,6 +107,21 @@ def downsample(build: _Builder, image, planes: int):
     return keras.layers.AveragePooling2D(3, strides=2, padding="same", name="down_pool_2", dtype=build.dtype)(x)
 
 
+def board_action_planes(board_actions: str, rows: int, cols: int) -> np.ndarray:
+    """`network.action_planes: board`: where each action acts, [A, rows, cols] of 0 and 1 (float32).
+
+    "cells": action a is the cell (a // cols, a % cols), a one there (the paper's Go: a plane
+    with a one at the stone); "columns": action a is column a, ones down the whole column
+    (connect four: where the stone lands depends on the column's height, which the state holds).
+    """
+    if board_actions == "cells":
+        return np.eye(rows * cols, dtype=np.float32).reshape(rows * cols, rows, cols)
+    planes = np.zeros((cols, rows, cols), np.float32)
+    for column in range(cols):
+        planes[column, :, column] = 1.0
+    return planes
+
+
 def board_image(observation: tf.Tensor, board_shape: tuple[int, int, int]) -> tf.Tensor:
     """A flat board observation as an image: [B, planes * rows * cols + E] -> [B, rows, cols,
     planes + E], each of the E elements after the board (the player to move) as a constant plane."""
@@ -127,6 +144,8 @@ class ResNetwork(KerasNetwork):
       stacked_frames: `game.stacked_frames` (the image holds that many frames and action planes).
       mixed_precision: `train.mixed_precision`: bfloat16 compute, float32 weights and logits.
       board_shape: (planes, rows, cols) when observations are flat boards (`board_image`).
+      action_planes: [A, rows, cols], where each action acts on the board (`board_action_planes`):
+        the dynamics sees the action as that one plane; None: as A tiled one-hot planes.
     """
 
     def __init__(
@@ -138,8 +157,10 @@ class ResNetwork(KerasNetwork):
         stacked_frames: int = 1,
         mixed_precision: bool = False,
         board_shape: tuple[int, int, int] | None = None,
+        action_planes: np.ndarray | None = None,
     ):
         self.action_space_size = a = action_space_size
+        self.action_planes = None if action_planes is None else tf.constant(action_planes, tf.float32)
         self.support_size = net.support_size
         self.value_transform = net.value_transform
         self.stacked_frames = stacked_frames
@@ -162,7 +183,8 @@ class ResNetwork(KerasNetwork):
         self.representation = keras.Model(image, {"state": x}, name="representation")
         self.latent_shape = self.hidden_shape = tuple(int(d) for d in x.shape[1:])
 
-        state_and_action = keras.Input((*self.latent_shape[:2], planes + a), name="state_and_action")
+        action_depth = a if action_planes is None else 1
+        state_and_action = keras.Input((*self.latent_shape[:2], planes + action_depth), name="state_and_action")
         x = build.conv_bn_relu(state_and_action, planes, "dynamics_in")
         x = build.tower(x, planes, net.blocks, "res")
         if net.value_prefix:
@@ -210,13 +232,18 @@ class ResNetwork(KerasNetwork):
         """hidden_state [B, *hidden_shape], action [B] -> NetworkOutput (value prefix: see `keras.py`)."""
         inputs = self._dynamics_inputs(hidden_state)
         latent, lstm_state = inputs[:2]
-        # The action as planes: a one-hot vector tiled over the 6x6 grid.
-        one_hot = tf.one_hot(tf.cast(action, tf.int32), self.action_space_size)
-        height, width = self.latent_shape[:2]
-        planes = tf.tile(one_hot[:, None, None, :], [1, height, width, 1])
-        x = tf.concat([latent, planes], axis=-1)
+        x = tf.concat([latent, self.action_image(action)], axis=-1)
         out = self.dynamics(x if lstm_state is None else [x, lstm_state], training=training)
         return self._recurrent_output(out, inputs, scale_hidden_state_planes(out["state"]), training)
+
+    def action_image(self, action) -> tf.Tensor:
+        """action [B] -> the planes the dynamics sees beside the state: [B, h, w, A], the one-hot
+        tiled over the grid (the paper's Atari), or [B, rows, cols, 1], where it acts on the board."""
+        action = tf.cast(action, tf.int32)
+        if self.action_planes is not None:
+            return tf.gather(self.action_planes, action)[..., None]
+        height, width = self.latent_shape[:2]
+        return tf.tile(tf.one_hot(action, self.action_space_size)[:, None, None, :], [1, height, width, 1])
 
     def get_weights(self) -> dict:
         """Weights as plain numpy data: {function: [arrays in Keras order]} (batch-norm averages included)."""
