@@ -20,8 +20,11 @@ legal move (the exact expectation, not a sample: right moves / legal moves, aver
 perfect player need not score 1: in a position won or lost anyway, a move that keeps that
 value is as good as the quick win or the block.
 
-A search that misses what a 200-rollout MCTS sees tells where a match against it is lost:
-in the model's next move, not in long plans. docs/boardgames.md quotes it for connect four.
+A second table says why, from the run's network one move ahead (`one_step`): the reward it
+predicts for the right moves and for the others, and the value it gives the position after
+them, from the opponent's side. A search that misses what a 200-rollout MCTS sees tells where
+a match against it is lost: in the model's next move, not in long plans. docs/boardgames.md
+quotes it for connect four.
 """
 
 from __future__ import annotations
@@ -97,12 +100,40 @@ def random_share(rows: list) -> float:
     return float(np.mean([len(right) / len(legal) for _, right, legal in rows])) if rows else float("nan")
 
 
+def one_step(network, observations: np.ndarray, rows: list) -> dict[str, float]:
+    """The model one move ahead of `rows`' positions: the mean predicted reward of the right
+    moves and of the other legal ones, and the mean value after them (the next mover's, that is
+    the opponent's, view). A model that saw the position would say reward 1 for a win and 0
+    otherwise, and a value near 1 for the opponent after a move that lets it win at once."""
+    root = network.initial_inference(observations, training=False)
+    sums = {"reward, right": [], "reward, other": [], "value after, right": [], "value after, other": []}
+    for action in range(np.asarray(root.policy_logits).shape[1]):
+        actions = np.full(len(rows), action, np.int32)
+        output = network.recurrent_inference(root.hidden_state, actions, training=False)
+        reward, value = np.asarray(output.reward).reshape(-1), np.asarray(output.value).reshape(-1)
+        for i, (_, right, legal) in enumerate(rows):
+            if action in legal:
+                side = "right" if action in right else "other"
+                sums[f"reward, {side}"].append(reward[i])
+                sums[f"value after, {side}"].append(value[i])
+    return {name: float(np.mean(values)) if values else float("nan") for name, values in sums.items()}
+
+
+def prior_moves(network, observations: np.ndarray, rows: list) -> list[int]:
+    """The most likely legal move of the representation's policy in each of `rows`' positions."""
+    logits = np.asarray(network.initial_inference(observations, training=False).policy_logits)
+    masked = np.full_like(logits, -np.inf)
+    for i, (_, _, legal) in enumerate(rows):
+        masked[i, legal] = logits[i, legal]
+    return [int(action) for action in masked.argmax(axis=1)]
+
+
 def probe(
     run_dir: Path, positions: int, seed: int, simulations: int | None, opponents: list[str], from_replay: bool = False
-) -> tuple[int, dict]:
-    """(training step, {player: {kind: share of right moves}}) with `collect_positions`'s counts
-    under the key "positions"; `from_replay`: the positions of the checkpoint's replay, newest
-    games first, instead of random games."""
+) -> tuple[int, dict, dict]:
+    """(training step, {player: {kind: share of right moves}} with `collect_positions`'s counts
+    under the key "positions", {kind: `one_step`}); `from_replay`: the positions of the
+    checkpoint's replay, newest games first, instead of random games."""
     from muzero.arena import board_game, make_opponent
     from muzero.checkpoints import Checkpointer
     from muzero.evaluation import load_run
@@ -112,9 +143,7 @@ def probe(
     from muzero.run_dir import CHECKPOINT_DIR
 
     config, spec, published, step = load_run(run_dir, simulations)
-    network = make_run_network(
-        config, spec
-    )  # Keras, for the prior: a resnet's published weights run only in the search
+    network = make_run_network(config, spec)  # Keras: a resnet's published weights run only in the search
     _, state = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore(step)
     played = None
     if from_replay:
@@ -122,43 +151,31 @@ def probe(
         replay.load_state_dict(state["replay"])
         played = [list(game.history) for game in reversed(replay.games)]
     del state
-    game_config = config.game
-    found = collect_positions(board_game(game_config, seed).game, positions, seed, played)
+    rules = config.game
+    found = collect_positions(board_game(rules, seed).game, positions, seed, played)
     table: dict[str, dict] = {"positions": {kind: len(rows) for kind, rows in found.items()}}
-    for name in ("search", "prior", *opponents, "random"):
-        table[name] = {}
+    table.update({name: {} for name in ("search", "prior", *opponents, "random")})
+    model = {}
     for kind, rows in found.items():
         games = []
         for moves, _, _ in rows:
-            game = Game(
-                game_config.action_space_size,
-                game_config.discount,
-                board_game(game_config, seed),
-                game_config.stacked_frames,
-            )
+            games.append(Game(rules.action_space_size, rules.discount, board_game(rules, seed), rules.stacked_frames))
             for action in moves:
-                game.apply(action)
-            games.append(game)
-        chosen = {
-            "search": make_greedy_player(config, spec, max(len(games), 1)).moves(published, games) if games else []
-        }
+                games[-1].apply(action)
+        chosen = {name: [] for name in ("search", "prior", *opponents)}
         if games:
             observations = np.stack([game.make_image(-1) for game in games])
-            logits = np.asarray(network.initial_inference(observations, training=False).policy_logits)
-            masked = np.full_like(logits, -np.inf)
-            for i, (_, _, legal) in enumerate(rows):
-                masked[i, legal] = logits[i, legal]
-            chosen["prior"] = [int(a) for a in masked.argmax(axis=1)]
-        else:
-            chosen["prior"] = []
+            chosen["search"] = make_greedy_player(config, spec, len(games)).moves(published, games)
+            chosen["prior"] = prior_moves(network, observations, rows)
+            model[kind] = one_step(network, observations, rows)
         for opponent in opponents:
-            bot = make_opponent(opponent, board_game(game_config, seed).game, seed)
+            bot = make_opponent(opponent, board_game(rules, seed).game, seed)
             chosen[opponent] = [bot(game.environment.state.clone()) for game in games]
         for name, moves in chosen.items():
             right = [move in row[1] for move, row in zip(moves, rows)]
             table[name][kind] = float(np.mean(right)) if right else float("nan")
         table["random"][kind] = random_share(rows)
-    return step, table
+    return step, table, model
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -175,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.positions <= 0:
         parser.error(f"--positions must be positive, got {args.positions}")
     sys.path.insert(0, str(ROOT))
-    step, table = probe(args.run, args.positions, args.seed, args.simulations, args.opponents, args.from_replay)
+    step, table, model = probe(args.run, args.positions, args.seed, args.simulations, args.opponents, args.from_replay)
     counts = table.pop("positions")
     source = "its replay's games, newest first" if args.from_replay else f"random games, seed {args.seed}"
     print(f"{args.run} at training step {step}: share of right moves (positions from {source})")
@@ -186,6 +203,13 @@ def main(argv: list[str] | None = None) -> None:
             name, name
         )
         print(f"| {label} | " + " | ".join(f"{shares[kind]:.3f}" for kind in KINDS) + " |")
+    print()
+    print("The model one move ahead (means over the positions' legal moves; values from the opponent's side):")
+    names = list(next(iter(model.values()))) if model else []
+    print("| positions | " + " | ".join(names) + " |")
+    print("| --- " * (len(names) + 1) + "|")
+    for kind, means in model.items():
+        print(f"| {kind} | " + " | ".join(f"{means[name]:.3f}" for name in names) + " |")
 
 
 if __name__ == "__main__":

@@ -960,7 +960,10 @@ def test_probe_tactics_reads_a_run(tictactoe_tiny_run, capsys):
     probe.main(["--run", str(tictactoe_tiny_run), "--positions", "6", "--opponents", "perfect"])
     lines = capsys.readouterr().out.splitlines()
     assert "(6 positions)" in lines[1], lines[1]
-    shares = {line.split("|")[1].strip(): [float(x) for x in line.split("|")[2:4]] for line in lines[3:]}
+    shares = {line.split("|")[1].strip(): [float(x) for x in line.split("|")[2:4]] for line in lines[3:7]}
+    # The model's table: a row for each kind, rewards and values on the 3 bins' -1..1.
+    assert [line.split("|")[1].strip() for line in lines[-2:]] == list(probe.KINDS)
+    assert all(-1.0 <= float(x) <= 1.0 for line in lines[-2:] for x in line.split("|")[2:6])
     assert list(shares) == ["the run's search", "its prior alone", "perfect", "random (expected)"]
     assert all(0.0 <= share <= 1.0 for row in shares.values() for share in row)
     # The random row is the expectation over the same positions (the same seed draws them).
@@ -973,4 +976,29 @@ def test_probe_tactics_reads_a_run(tictactoe_tiny_run, capsys):
     # From the run's own games: its replay holds more than 6 positions of each kind.
     probe.main(["--run", str(tictactoe_tiny_run), "--positions", "6", "--opponents", "--from-replay"])
     lines = capsys.readouterr().out.splitlines()
-    assert "replay's games" in lines[0] and "(6 positions)" in lines[1] and len(lines) == 6, lines
+    assert "replay's games" in lines[0] and "(6 positions)" in lines[1] and len(lines) == 12, lines
+
+
+def test_probe_tactics_one_step_by_hand():
+    from types import SimpleNamespace
+
+    probe = load_script("probe_tactics")
+
+    class OneStep:
+        """Reward 1 for action 2, else 0; the value after action a is a / 10; 3 actions."""
+
+        def initial_inference(self, observations, training=False):
+            return SimpleNamespace(policy_logits=np.zeros((len(observations), 3)), hidden_state=observations)
+
+        def recurrent_inference(self, hidden_state, actions, training=False):
+            return SimpleNamespace(reward=(actions == 2).astype(float), value=actions / 10)
+
+    # Position 1: moves 0, 1, 2 legal, 2 right (reward 1, value 0.2), 0 and 1 other (rewards 0
+    # and 0, values 0 and 0.1). Position 2: 0 and 2 legal, 0 right (reward 0, value 0), 2 other
+    # (reward 1, value 0.2). Right: rewards 1, 0 (mean 0.5), values 0.2, 0 (0.1); other: rewards
+    # 0, 0, 1 (1/3), values 0, 0.1, 0.2 (0.1).
+    rows = [([], [2], [0, 1, 2]), ([], [0], [0, 2])]
+    means = probe.one_step(OneStep(), np.zeros((2, 1)), rows)
+    assert means == pytest.approx(
+        {"reward, right": 0.5, "reward, other": 1 / 3, "value after, right": 0.1, "value after, other": 0.1}
+    )
