@@ -133,31 +133,30 @@ class Evaluator:
     def truncate_after(self, step: int) -> None:
         """Drops evaluations logged after `step` (they happened after the checkpoint resumed from).
 
-        Where the evaluation at `step` itself is logged whole (eval.csv's row and a row of each
-        `run.eval_opponents`), it counts as the newest one (`last`, `last_step`): a run resumed
-        after it ended plays no second final evaluation at the same step.
+        The evaluation at `step` itself stays where it is logged whole (eval.csv's row and a
+        match against each of `run.eval_opponents`), and counts as the newest one (`last`,
+        `last_step`): a run resumed after it ended plays no second final evaluation. Cut short
+        (the process killed between its matches), its rows go too, and it is played again whole.
         """
+        files = {self.path: EVAL_COLUMNS, self.path.with_name(OPPONENT_FILE): OPPONENT_COLUMNS}
         kept = {}
-        for path, columns in ((self.path, EVAL_COLUMNS), (self.path.with_name(OPPONENT_FILE), OPPONENT_COLUMNS)):
-            if not path.is_file():
-                continue
-            with open(path, newline="") as f:
-                rows = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
-            kept[path] = rows
-            text = io.StringIO()
-            writer = csv.DictWriter(text, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(rows)
-            write_atomically(path, text.getvalue())
-        own = [row for row in kept.get(self.path, []) if int(row["training_step"]) == step]
-        matched = {
-            row["opponent"]
-            for row in kept.get(self.path.with_name(OPPONENT_FILE), [])
-            if int(row["training_step"]) == step
-        }
-        if own and matched >= set(self.run.eval_opponents):
+        for path in files:
+            if path.is_file():
+                with open(path, newline="") as f:
+                    kept[path] = [row for row in csv.DictReader(f) if int(row["training_step"]) <= step]
+        at_step = {path: [row for row in rows if int(row["training_step"]) == step] for path, rows in kept.items()}
+        own = at_step.get(self.path, [])
+        matched = {row["opponent"] for row in at_step.get(self.path.with_name(OPPONENT_FILE), [])}
+        whole = bool(own) and matched >= set(self.run.eval_opponents)
+        if whole:
             self.last = (float(own[-1]["mean_return"]), float(own[-1]["std_return"]))
             self.last_step = step
+        for path, rows in kept.items():
+            text = io.StringIO()
+            writer = csv.DictWriter(text, fieldnames=files[path])
+            writer.writeheader()
+            writer.writerows(row for row in rows if whole or int(row["training_step"]) < step)
+            write_atomically(path, text.getvalue())
 
     def evaluate(
         self, step: int, network: Network, counters: dict, games: int, wall: float, env_steps: int | None = None

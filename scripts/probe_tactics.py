@@ -178,6 +178,24 @@ def probe(
     return step, table, model
 
 
+def check_run(run_dir: Path, opponents: list[str], from_replay: bool, error) -> None:
+    """Before TensorFlow loads: `error` (one line, exit 2) for a run folder without a readable
+    config, of a game that is not an OpenSpiel board game, an opponent that cannot be made, or
+    replay segments asked for as whole games."""
+    from muzero.arena import board_game, check_opponents
+    from muzero.config_loader import load_config
+    from muzero.run_dir import CONFIG_FILE
+
+    try:
+        config = load_config(run_dir / CONFIG_FILE)
+        board_game(config.game)
+        check_opponents(config.game, opponents)
+    except ValueError as problem:  # ConfigError, OpponentError, EnvironmentSpecError: each says what
+        error(str(problem))
+    if from_replay and config.selfplay.segment_length:
+        error(f"{run_dir}: selfplay.segment_length is set; --from-replay walks whole games from their start")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="a board-game run folder with a complete checkpoint")
@@ -189,10 +207,19 @@ def main(argv: list[str] | None = None) -> None:
         "--from-replay", action="store_true", help="the run's own self-play positions, not random games"
     )
     args = parser.parse_args(argv)
-    if args.positions <= 0:
-        parser.error(f"--positions must be positive, got {args.positions}")
+    for name in ("positions", "simulations"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name}: expected at least 1, got {getattr(args, name)}")
     sys.path.insert(0, str(ROOT))
-    step, table, model = probe(args.run, args.positions, args.seed, args.simulations, args.opponents, args.from_replay)
+    check_run(args.run, args.opponents, args.from_replay, parser.error)
+    from muzero.checkpoints import CheckpointError
+
+    try:
+        step, table, model = probe(
+            args.run, args.positions, args.seed, args.simulations, args.opponents, args.from_replay
+        )
+    except CheckpointError as error:  # names its file
+        parser.error(str(error))
     counts = table.pop("positions")
     source = "its replay's games, newest first" if args.from_replay else f"random games, seed {args.seed}"
     print(f"{args.run} at training step {step}: share of right moves (positions from {source})")

@@ -76,7 +76,7 @@ def test_a_background_evaluation_logs_the_environment_steps_of_its_network(tmp_p
 def test_truncate_after_counts_the_evaluation_at_the_step_resumed_from_only_when_it_is_whole(tmp_path):
     # Tic-tac-toe evaluates against two opponents (random, perfect). Rows at steps 5 and 10 in
     # both files, but the match against `perfect` at step 10 was not written (a run killed
-    # between the two matches); a resume at 10 must then evaluate again, one at 5 need not.
+    # between the two matches): a resume at 10 must evaluate again, one at 5 need not.
     config = load_config(ROOT / "configs" / "tictactoe.yaml")
     own = "training_step,env_steps,games,wall_seconds,eval_seconds,mean_return,std_return\n"
     own += "5,40,8,3.0,1.0,0.25,0.50\n10,80,16,6.0,2.0,0.75,0.43\n"
@@ -93,6 +93,10 @@ def test_truncate_after_counts_the_evaluation_at_the_step_resumed_from_only_when
 
     missing_a_match = resumed_at(10)
     assert (missing_a_match.last_step, missing_a_match.last) == (-1, None)
+    # ...and its rows at step 10 go from both files: played again, it is logged once, whole.
+    for name, steps in (("eval.csv", ["5"]), ("eval_opponents.csv", ["5", "5"])):
+        with open(tmp_path / name, newline="") as f:
+            assert [row["training_step"] for row in csv.DictReader(f)] == steps
     whole = resumed_at(5)
     # Step 5's row read back: mean 0.25, std 0.50; step 10's rows are dropped from both files.
     assert (whole.last_step, whole.last) == (5, (0.25, 0.5))

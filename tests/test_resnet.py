@@ -174,6 +174,8 @@ def test_board_action_planes_by_hand():
     cells = board_action_planes("cells", 2, 2)
     np.testing.assert_array_equal(cells[3], [[0, 0], [0, 1]])
     np.testing.assert_array_equal(cells[1], [[0, 1], [0, 0]])
+    with pytest.raises(ValueError, match="not None"):  # a spec without the board's actions
+        board_action_planes(None, 2, 2)
 
 
 def test_board_action_planes_reach_the_dynamics_as_one_plane():

@@ -959,7 +959,7 @@ def test_probe_tactics_reads_a_run(tictactoe_tiny_run, capsys):
     probe = load_script("probe_tactics")
     probe.main(["--run", str(tictactoe_tiny_run), "--positions", "6", "--opponents", "perfect"])
     lines = capsys.readouterr().out.splitlines()
-    assert "(6 positions)" in lines[1], lines[1]
+    assert lines[1].count("(6 positions)") == 2, lines[1]  # 6 of each kind
     shares = {line.split("|")[1].strip(): [float(x) for x in line.split("|")[2:4]] for line in lines[3:7]}
     # The model's table: a row for each kind, rewards and values on the 3 bins' -1..1.
     assert [line.split("|")[1].strip() for line in lines[-2:]] == list(probe.KINDS)
@@ -976,7 +976,21 @@ def test_probe_tactics_reads_a_run(tictactoe_tiny_run, capsys):
     # From the run's own games: its replay holds more than 6 positions of each kind.
     probe.main(["--run", str(tictactoe_tiny_run), "--positions", "6", "--opponents", "--from-replay"])
     lines = capsys.readouterr().out.splitlines()
-    assert "replay's games" in lines[0] and "(6 positions)" in lines[1] and len(lines) == 12, lines
+    assert "replay's games" in lines[0] and lines[1].count("(6 positions)") == 2 and len(lines) == 12, lines
+
+
+def test_probe_tactics_refuses_bad_input_in_one_line(tiny_run, tictactoe_tiny_run, tmp_path, capsys):
+    probe = load_script("probe_tactics")
+    for argv, fragment in (
+        (["--run", str(tiny_run)], "only for two-player board games (game.id openspiel:...), not CartPole-v1"),
+        (["--run", str(tictactoe_tiny_run), "--opponents", "mcts"], "unknown opponent 'mcts'"),
+        (["--run", str(tictactoe_tiny_run), "--simulations", "0"], "--simulations: expected at least 1, got 0"),
+        (["--run", str(tmp_path / "missing")], "missing/config.yaml: file not found"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            probe.main(argv)
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert stop.value.code == 2 and fragment in error, error
 
 
 def test_probe_tactics_one_step_by_hand():

@@ -116,6 +116,8 @@ def board_action_planes(board_actions: str, rows: int, cols: int) -> np.ndarray:
     """
     if board_actions == "cells":
         return np.eye(rows * cols, dtype=np.float32).reshape(rows * cols, rows, cols)
+    if board_actions != "columns":
+        raise ValueError(f"board actions are 'cells' or 'columns', not {board_actions!r}")
     planes = np.zeros((cols, rows, cols), np.float32)
     for column in range(cols):
         planes[column, :, column] = 1.0
@@ -160,6 +162,8 @@ class ResNetwork(KerasNetwork):
         action_planes: np.ndarray | None = None,
     ):
         self.action_space_size = a = action_space_size
+        if action_planes is not None and len(action_planes) != a:
+            raise ValueError(f"{len(action_planes)} board action planes for {a} actions")
         self.action_planes = None if action_planes is None else tf.constant(action_planes, tf.float32)
         self.support_size = net.support_size
         self.value_transform = net.value_transform
