@@ -276,6 +276,16 @@ def load_run(
     Returns:
       (config, spec, network as self-play runs it, training step of the checkpoint).
     """
+    config, spec, network, step, _ = restore_run(run_dir, num_simulations, step)
+    return config, spec, network.published_network(step), step
+
+
+def restore_run(
+    run_dir: Path, num_simulations: int | None = None, step: int | None = None
+) -> tuple[MuZeroConfig, EnvironmentSpec, Network, int, dict]:
+    """`load_run`'s checkpoint as it is restored: (config, spec, the learner's Keras network,
+    training step, the checkpoint's state: replay and the rest), for probes that run the network
+    outside a search or read the replay. Arguments as `load_run`'s."""
     from muzero.checkpoints import Checkpointer
     from muzero.config_loader import load_config
     from muzero.envs import check_environment
@@ -283,8 +293,8 @@ def load_run(
     config = with_eval_simulations(load_config(run_dir / CONFIG_FILE), num_simulations)
     spec = check_environment(config.game)
     network = make_run_network(config, spec)
-    step, _ = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore(step)
-    return config, spec, network.published_network(step), step
+    step, state = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore(step)
+    return config, spec, network, step, state
 
 
 def evaluate(

@@ -135,16 +135,15 @@ def probe(
     under the key "positions", {kind: `one_step`}); `from_replay`: the positions of the
     checkpoint's replay, newest games first, instead of random games."""
     from muzero.arena import board_game, make_opponent
-    from muzero.checkpoints import Checkpointer
-    from muzero.evaluation import load_run
-    from muzero.factories import make_replay_buffer, make_run_network
+    from muzero.evaluation import restore_run
+    from muzero.factories import make_replay_buffer
     from muzero.game import Game
     from muzero.greedy import make_greedy_player
-    from muzero.run_dir import CHECKPOINT_DIR
 
-    config, spec, published, step = load_run(run_dir, simulations)
-    network = make_run_network(config, spec)  # Keras: a resnet's published weights run only in the search
-    _, state = Checkpointer(run_dir / CHECKPOINT_DIR, network, optimizer=None).restore(step)
+    # The Keras network for the prior and the model (a resnet's published weights run only in
+    # the search), published for the search, from one restore.
+    config, spec, network, step, state = restore_run(run_dir, simulations)
+    published = network.published_network(step)
     played = None
     if from_replay:
         replay = make_replay_buffer(config, spec, np.random.default_rng(seed))
