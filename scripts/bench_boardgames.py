@@ -9,22 +9,25 @@ checkpoint and evaluation (start-up before its loop is not counted), and an inte
 resumed with `muzero train --resume` stops at the same budget. The run's own
 evaluations (`run.eval_interval`, `run.eval_opponents`, `run.eval_games` games each, half
 as first player) give the curve; at the end the final checkpoint plays `--final-games`
-games against each of `--final-opponents` (default: the config's). Writes, under `--out`:
+games against each of `--final-opponents` (default: the config's), searching the run's
+evaluation budget or `--final-simulations` per move (the paper's board-game matches search
+800). Writes, under `--out`:
 
 * `<game>_seed<S>/`: the run folders;
 * `<game>_curve.csv`: seed, training step, environment steps, wall seconds, opponent,
   win/draw/loss fractions, score;
-* `<game>_final.csv`: the final matches, per side;
+* `<game>_final.csv` (`<game>_final_sims<N>.csv` with `--final-simulations N`): the final
+  matches, per side;
 * `<game>_score.png`: score (win 1, draw 0.5) against wall time and against environment
   steps, one column per opponent, with the fraction of games lost against the perfect
   player where it was an opponent.
 
-A seed whose run folder already holds a final match (`final-<opponent>.csv`) is not trained
-again: it plays only the final matches it lacks (another `--final-opponents`), and the rest
-are read. So seeds measured apart add up to one curve and table by running the command
-again with all the seeds (and the same `--minutes` and `--set`: the folders are not
-checked against them). A folder without any final match (an interrupted run) stops the
-benchmark with its name.
+A seed whose run folder already holds a final match (`final-<opponent>[-sims<N>].csv`) is
+not trained again: it plays only the final matches it lacks (another `--final-opponents` or
+`--final-simulations`), and the rest are read. So seeds measured apart add up to one curve
+and table by running the command again with all the seeds (and the same `--minutes` and
+`--set`: the folders are not checked against them). A folder without any final match (an
+interrupted run) stops the benchmark with its name.
 """
 
 from __future__ import annotations
@@ -73,24 +76,27 @@ def run_folder(out: Path, game: str, seed: int) -> Path:
     return out / f"{game}_seed{seed}"
 
 
-def final_table(run_dir: Path, opponent: str) -> Path:
-    """Where the final match against `opponent` is written (`muzero evaluate --csv`)."""
-    return run_dir / f"final-{opponent.replace(':', '_')}.csv"
+def final_table(run_dir: Path, opponent: str, simulations: int | None = None) -> Path:
+    """Where the final match against `opponent` is written (`muzero evaluate --csv`); with
+    `simulations`, the match searching that many per move instead of the run's budget."""
+    budget = "" if simulations is None else f"-sims{simulations}"
+    return run_dir / f"final-{opponent.replace(':', '_')}{budget}.csv"
 
 
-def final_rows(run_dir: Path, opponents: list[str]) -> list[dict]:
+def final_rows(run_dir: Path, opponents: list[str], simulations: int | None = None) -> list[dict]:
     """The final matches' CSV rows, each with the run folder's name added as `run`."""
     return [
         dict(row, run=run_dir.name)
         for opponent in opponents
-        for row in csv.DictReader(final_table(run_dir, opponent).open())
+        for row in csv.DictReader(final_table(run_dir, opponent, simulations).open())
     ]
 
 
-def final_matches(run_dir: Path, opponents: list[str], games: int) -> None:
+def final_matches(run_dir: Path, opponents: list[str], games: int, simulations: int | None = None) -> None:
     """Plays the final match against each of `opponents`, written to its `final_table`."""
+    budget = [] if simulations is None else ["--simulations", str(simulations)]
     for opponent in opponents:
-        table = final_table(run_dir, opponent)
+        table = final_table(run_dir, opponent, simulations)
         result = subprocess.run(
             [
                 sys.executable,
@@ -105,6 +111,7 @@ def final_matches(run_dir: Path, opponents: list[str], games: int) -> None:
                 str(games),
                 "--csv",
                 str(table),
+                *budget,
             ],
             capture_output=True,
             text=True,
@@ -183,11 +190,14 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=15.0, help="training budget per seed")
     parser.add_argument("--final-opponents", nargs="*", default=None, help="default: the config's eval opponents")
     parser.add_argument("--final-games", type=int, default=100)
+    parser.add_argument("--final-simulations", type=int, default=None, help="default: the run's evaluation budget")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_boardgames")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides")
     args = parser.parse_args()
     if not args.minutes > 0:  # run.time_limit_minutes 0 would mean no limit at all
         parser.error(f"--minutes: expected > 0, got {args.minutes:g}")
+    if args.final_simulations is not None and args.final_simulations < 1:
+        parser.error(f"--final-simulations: expected at least 1, got {args.final_simulations}")
 
     sys.path.insert(0, str(ROOT))
     from muzero.config_loader import load_config
@@ -196,6 +206,7 @@ def main() -> None:
     opponents = args.final_opponents if args.final_opponents is not None else list(config.run.eval_opponents)
     args.out.mkdir(parents=True, exist_ok=True)
     rows, finals = [], []
+    budget = args.final_simulations  # None: the run's own evaluation budget
     for seed in args.seeds:
         run_dir = run_folder(args.out, args.game, seed)
         if any(run_dir.glob(final_table(run_dir, "*").name)):  # trained before: final matches follow training
@@ -208,15 +219,16 @@ def main() -> None:
         else:
             seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
             print(f"{run_dir.name}: ran for {seconds / 60:.1f} minutes (start-up and final evaluation included)")
-        missing = [opponent for opponent in opponents if not final_table(run_dir, opponent).is_file()]
-        final_matches(run_dir, missing, args.final_games)
-        finals += final_rows(run_dir, opponents)
+        missing = [opponent for opponent in opponents if not final_table(run_dir, opponent, budget).is_file()]
+        final_matches(run_dir, missing, args.final_games, budget)
+        finals += final_rows(run_dir, opponents, budget)
         rows += curve(run_dir, seed)
     with open(args.out / f"{args.game}_curve.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["seed"])
         writer.writeheader()
         writer.writerows(rows)
-    with open(args.out / f"{args.game}_final.csv", "w", newline="") as f:
+    final_name = f"{args.game}_final.csv" if budget is None else f"{args.game}_final_sims{budget}.csv"
+    with open(args.out / final_name, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(finals[0]) if finals else ["run"])
         writer.writeheader()
         writer.writerows(finals)

@@ -188,7 +188,7 @@ def test_bench_boardgames_reads_measured_seeds_and_stops_at_a_partial_one(tmp_pa
     # the table holds both opponents' rows.
     played = []
 
-    def final_matches(run_dir, opponents, games):
+    def final_matches(run_dir, opponents, games, simulations=None):
         played.append((run_dir.name, opponents))
         (run_dir / "final-perfect.csv").write_text(FINAL_HEADER + "9,perfect,first,1,0,1,0\n")
 
@@ -204,6 +204,47 @@ def test_bench_boardgames_reads_measured_seeds_and_stops_at_a_partial_one(tmp_pa
     monkeypatch.setattr(sys, "argv", [*argv[:-3], "perfect", "--seeds", "0"])
     bench.main()
     assert trained == [] and played == [("tictactoe_seed0", ["perfect"])]
+
+
+def test_bench_boardgames_final_matches_with_their_own_search_budget(tmp_path, monkeypatch):
+    bench = load_script("bench_boardgames")
+    # A budget gets its own file beside the run's-budget one: final-<opponent>-sims<N>.csv.
+    assert bench.final_table(tmp_path, "mcts:200", 800) == tmp_path / "final-mcts_200-sims800.csv"
+    commands = []
+
+    class Played:  # a `muzero evaluate` that succeeded
+        returncode, stdout, stderr = 0, "", ""
+
+    monkeypatch.setattr(bench.subprocess, "run", lambda command, **kwargs: commands.append(command) or Played)
+    bench.final_matches(tmp_path, ["mcts:200"], 10, 800)
+    bench.final_matches(tmp_path, ["mcts:200"], 10)
+    # With a budget the CLI is asked for it after the table; without, nothing is added.
+    assert commands[0][-3:] == [str(tmp_path / "final-mcts_200-sims800.csv"), "--simulations", "800"]
+    assert commands[1][-1] == str(tmp_path / "final-mcts_200.csv") and "--simulations" not in commands[1]
+    # A measured seed asked for 800 plays that match only, and the table goes to its own file,
+    # leaving the run's-budget table as it was.
+    done = tmp_path / "out" / "tictactoe_seed0"
+    done.mkdir(parents=True)
+    (done / "final-random.csv").write_text(FINAL_HEADER + "9,random,first,1,1,0,0\n")
+    played = []
+
+    def final_matches(run_dir, opponents, games, simulations=None):
+        played.append((opponents, simulations))
+        (run_dir / "final-random-sims800.csv").write_text(FINAL_HEADER + "9,random,first,1,0,0,1\n")
+
+    monkeypatch.setattr(bench, "final_matches", final_matches)
+    monkeypatch.setattr(bench, "train_for", lambda *args: pytest.fail("a measured seed was trained"))
+    argv = ["bench", "--game", "tictactoe", "--out", str(tmp_path / "out"), "--final-opponents", "random"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--seeds", "0", "--final-simulations", "800"])
+    bench.main()
+    assert played == [(["random"], 800)]
+    assert "random,first,1,0,0,1" in (tmp_path / "out" / "tictactoe_final_sims800.csv").read_text()
+    assert not (tmp_path / "out" / "tictactoe_final.csv").exists()
+    # A budget under 1 is refused with exit status 2 before anything is played.
+    monkeypatch.setattr(sys, "argv", [*argv, "--final-simulations", "0"])
+    with pytest.raises(SystemExit) as stopped:
+        bench.main()
+    assert stopped.value.code == 2 and played == [(["random"], 800)]
 
 
 def test_train_command_of_the_benchmarks(tmp_path):
