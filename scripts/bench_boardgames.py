@@ -26,8 +26,10 @@ A seed whose run folder already holds a final match (`final-<opponent>[-sims<N>]
 not trained again: it plays only the final matches it lacks (another `--final-opponents` or
 `--final-simulations`), and the rest are read. So seeds measured apart add up to one curve
 and table by running the command again with all the seeds (and the same `--minutes` and
-`--set`: the folders are not checked against them). A folder without any final match (an
-interrupted run) stops the benchmark with its name.
+`--set`: the folders are not checked against them), and both budgets' tables come from two
+calls, one with `--final-simulations N` (an N equal to the run's budget plays that match
+again under its own name). A folder without any final match (an interrupted run) stops the
+benchmark with its name.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def run_folder(out: Path, game: str, seed: int) -> Path:
 def final_table(run_dir: Path, opponent: str, simulations: int | None = None) -> Path:
     """Where the final match against `opponent` is written (`muzero evaluate --csv`); with
     `simulations`, the match searching that many per move instead of the run's budget."""
-    budget = "" if simulations is None else f"-sims{simulations}"
-    return run_dir / f"final-{opponent.replace(':', '_')}{budget}.csv"
+    suffix = "" if simulations is None else f"-sims{simulations}"
+    return run_dir / f"final-{opponent.replace(':', '_')}{suffix}.csv"
 
 
 def final_rows(run_dir: Path, opponents: list[str], simulations: int | None = None) -> list[dict]:
@@ -94,7 +96,7 @@ def final_rows(run_dir: Path, opponents: list[str], simulations: int | None = No
 
 def final_matches(run_dir: Path, opponents: list[str], games: int, simulations: int | None = None) -> None:
     """Plays the final match against each of `opponents`, written to its `final_table`."""
-    budget = [] if simulations is None else ["--simulations", str(simulations)]
+    search_budget = [] if simulations is None else ["--simulations", str(simulations)]
     for opponent in opponents:
         table = final_table(run_dir, opponent, simulations)
         result = subprocess.run(
@@ -111,7 +113,7 @@ def final_matches(run_dir: Path, opponents: list[str], games: int, simulations: 
                 str(games),
                 "--csv",
                 str(table),
-                *budget,
+                *search_budget,
             ],
             capture_output=True,
             text=True,

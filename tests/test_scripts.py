@@ -229,22 +229,36 @@ def test_bench_boardgames_final_matches_with_their_own_search_budget(tmp_path, m
     played = []
 
     def final_matches(run_dir, opponents, games, simulations=None):
-        played.append((opponents, simulations))
-        (run_dir / "final-random-sims800.csv").write_text(FINAL_HEADER + "9,random,first,1,0,0,1\n")
+        if opponents:  # the real one plays nothing for an empty list
+            played.append((run_dir.name, opponents, simulations))
+        for opponent in opponents:  # a loss, told apart from the run's-budget table's win
+            table = bench.final_table(run_dir, opponent, simulations)
+            table.write_text(FINAL_HEADER + f"9,{opponent},first,1,0,0,1\n")
 
     monkeypatch.setattr(bench, "final_matches", final_matches)
     monkeypatch.setattr(bench, "train_for", lambda *args: pytest.fail("a measured seed was trained"))
     argv = ["bench", "--game", "tictactoe", "--out", str(tmp_path / "out"), "--final-opponents", "random"]
     monkeypatch.setattr(sys, "argv", [*argv, "--seeds", "0", "--final-simulations", "800"])
     bench.main()
-    assert played == [(["random"], 800)]
+    assert played == [("tictactoe_seed0", ["random"], 800)]
     assert "random,first,1,0,0,1" in (tmp_path / "out" / "tictactoe_final_sims800.csv").read_text()
     assert not (tmp_path / "out" / "tictactoe_final.csv").exists()
+    # Asked again, the 800 match is there: nothing is played.
+    bench.main()
+    assert len(played) == 1
+    # A folder holding only an 800 table is measured too: not trained, and without the flag
+    # it plays only the run's-budget match.
+    only_800 = tmp_path / "out" / "tictactoe_seed1"
+    only_800.mkdir()
+    (only_800 / "final-random-sims800.csv").write_text(FINAL_HEADER + "9,random,first,1,0,0,1\n")
+    monkeypatch.setattr(sys, "argv", [*argv, "--seeds", "1"])
+    bench.main()
+    assert played[1:] == [("tictactoe_seed1", ["random"], None)]
     # A budget under 1 is refused with exit status 2 before anything is played.
     monkeypatch.setattr(sys, "argv", [*argv, "--final-simulations", "0"])
     with pytest.raises(SystemExit) as stopped:
         bench.main()
-    assert stopped.value.code == 2 and played == [(["random"], 800)]
+    assert stopped.value.code == 2 and len(played) == 2
 
 
 def test_train_command_of_the_benchmarks(tmp_path):
