@@ -185,7 +185,7 @@ class NetworkConfig:
     # Activation of the hidden layers.
     activation: str = field(default="elu", metadata=_range(choices=("relu", "elu", "tanh")))
     # 0: value and reward are scalars trained with MSE. n > 0: categorical over the
-    # integers -n..n after the h(x) transform, trained with cross-entropy.
+    # integers -n..n after the h(x) transform, trained with cross-entropy (the paper's Atari: 300).
     support_size: int = field(default=10, metadata=_range(min=0))
     # With support_size > 0: h(x) before the support (the paper's Atari). false: no squash; board
     # games' 3 bins (support_size 1) are then win / draw / loss (h(1) puts 0.59 on the draw bin).
