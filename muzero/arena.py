@@ -20,7 +20,9 @@ game by game. Half the games it moves first, half second.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -31,9 +33,13 @@ from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
 from muzero.greedy import GreedyPlayer
 from muzero.networks.base import Network
+from muzero.video import VideoUnavailable, write_video
 
 # Positions an exact search may visit before the game counts as too large to solve.
 PERFECT_PLAY_LIMIT = 200_000
+# Match videos (`save_match_videos`): moves a second, and how long the final position stays.
+BOARD_FPS = 2.0
+HOLD_SECONDS = 2.0
 
 
 class OpponentError(ValueError):
@@ -128,6 +134,8 @@ class MatchResult:
     """Outcomes from MuZero's side: counts[side][outcome], side "first"/"second", outcome "win"/"draw"/"loss"."""
 
     counts: dict[str, dict[str, int]]
+    # Per game, in play order: (MuZero's side, its outcome, the game's actions from the start).
+    records: list[tuple[str, str, list[int]]] = dataclasses.field(default_factory=list)
 
     def total(self, outcome: str) -> int:
         return sum(side[outcome] for side in self.counts.values())
@@ -185,8 +193,56 @@ def play_match(
             break
         for game, action in zip(waiting, player.moves(network, waiting)):
             game.apply(action)
-    counts = {side: {"win": 0, "draw": 0, "loss": 0} for side in ("first", "second")}
+    result = MatchResult({side: {"win": 0, "draw": 0, "loss": 0} for side in ("first", "second")})
     for environment, side in zip(environments, sides):
         outcome = environment.state.player_return(side) if environment.state.is_terminal() else 0.0
-        counts["first" if side == 0 else "second"]["win" if outcome > 0 else "loss" if outcome < 0 else "draw"] += 1
-    return MatchResult(counts)
+        side_name, outcome_name = (
+            "first" if side == 0 else "second",
+            "win" if outcome > 0 else "loss" if outcome < 0 else "draw",
+        )
+        result.counts[side_name][outcome_name] += 1
+        result.records.append((side_name, outcome_name, [int(action) for action in environment.state.history()]))
+    return result
+
+
+def game_frames(game_config: GameConfig, actions: list[int]) -> list[np.ndarray]:
+    """The board after each move of a game, as pictures (`OpenSpielEnvironment.frame`): the
+    empty board, then one frame a move (len(actions) + 1 frames of uint8 [H, W, 3]).
+
+    Raises:
+      ValueError: the game cannot draw itself (its stone planes are not known).
+    """
+    environment = board_game(game_config)
+    environment.reset()
+    frames = [environment.frame()]
+    for action in actions:
+        environment.step(action)
+        frames.append(environment.frame())
+    return frames
+
+
+def match_video_suffix() -> str:
+    """ ".gif" with Pillow (a board's four colours: exact, and a few kilobytes a game), else
+    ".mp4" with OpenCV.
+
+    Raises:
+      VideoUnavailable: neither is installed.
+    """
+    for module, suffix in (("PIL", ".gif"), ("cv2", ".mp4")):
+        if importlib.util.find_spec(module) is not None:
+            return suffix
+    raise VideoUnavailable(
+        "writing a video needs pillow (gif) or opencv-python-headless (mp4); pip install -e '.[all]'"
+    )
+
+
+def save_match_videos(result: MatchResult, game_config: GameConfig, directory: Path) -> list[Path]:
+    """One video per game of a match, DIRECTORY/game-<i>-<side>-<outcome> with
+    `match_video_suffix()` (i from 1, in play order): `BOARD_FPS` moves a second, the final
+    position held `HOLD_SECONDS` seconds more. Returns the paths written."""
+    suffix, paths = match_video_suffix(), []
+    for index, (side, outcome, actions) in enumerate(result.records, start=1):
+        frames = game_frames(game_config, actions)
+        frames += [frames[-1]] * round(HOLD_SECONDS * BOARD_FPS)
+        paths.append(write_video(frames, directory / f"game-{index:03d}-{side}-{outcome}{suffix}", BOARD_FPS))
+    return paths

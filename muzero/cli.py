@@ -128,7 +128,8 @@ def parse_flags(argv: list[str]) -> argparse.Namespace:
         default=None,
         metavar="DIR",
         help="record every greedy episode as DIR/episode-<i>.mp4 (games that draw themselves: "
-        "Atari, MinAtar, CartPole with pygame)",
+        "Atari, MinAtar, CartPole with pygame); with --opponent, every game of the match as "
+        "DIR/game-<i>-<side>-<outcome>.gif (tic-tac-toe, connect four; .mp4 without Pillow)",
     )
     _add_simulations(evaluate)
     _add_step(evaluate)

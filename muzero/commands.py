@@ -319,19 +319,8 @@ def command_evaluate(args: argparse.Namespace) -> int:
     _check_simulations(args)
     config = _check_run_dir(run_dir, args.step)
     if args.opponent is not None:
-        if args.video is not None:
-            raise UsageError("--video: only without --opponent")
         return _evaluate_against(args, run_dir, config)
-    video_dir = None
-    if args.video is not None:
-        video_dir = Path(args.video)
-        if video_dir.exists() and not video_dir.is_dir():
-            raise UsageError(f"--video {video_dir}: exists and is not a directory")
-        try:
-            video_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise UsageError(f"--video {video_dir}: cannot create the directory ({error.strerror})") from None
-        check_writable(video_dir)
+    video_dir = _video_dir(args)
 
     load_tensorflow()
     from muzero.checkpoints import CheckpointError
@@ -353,16 +342,40 @@ def command_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _video_dir(args: argparse.Namespace) -> Path | None:
+    """`--video DIR` made and checked writable, or None without it; one line when it cannot be."""
+    if args.video is None:
+        return None
+    video_dir = Path(args.video)
+    if video_dir.exists() and not video_dir.is_dir():
+        raise UsageError(f"--video {video_dir}: exists and is not a directory")
+    try:
+        video_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--video {video_dir}: cannot create the directory ({error.strerror})") from None
+    check_writable(video_dir)
+    return video_dir
+
+
 def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
-    """`evaluate --opponent`: a win/draw/loss table per side, printed and written as CSV."""
-    from muzero.arena import OpponentError, make_opponent, play_match
+    """`evaluate --opponent`: a win/draw/loss table per side, printed and written as CSV; with
+    `--video DIR`, every game of the match as a video."""
+    from muzero.arena import OpponentError, make_opponent, match_video_suffix, play_match, save_match_videos
     from muzero.match_report import match_csv_path, match_table, write_match_csv
+    from muzero.video import VideoUnavailable
 
     environment = _board_game(config, run_dir, "--opponent")
     try:  # the opponent's name (and whether the game can be solved) before TensorFlow loads
         make_opponent(args.opponent, environment.game, args.seed)
     except OpponentError as error:
         raise UsageError(f"--opponent: {error}") from None
+    if args.video is not None:
+        try:  # whether the board can be drawn and written, before the match
+            environment.frame()
+            match_video_suffix()
+        except (ValueError, VideoUnavailable) as error:
+            raise UsageError(f"--video: {error}") from None
+    video_dir = _video_dir(args)
 
     load_tensorflow()
     from muzero.checkpoints import CheckpointError
@@ -383,6 +396,9 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
     except OSError as error:
         raise UsageError(f"{path}: cannot write the table ({error.strerror})") from None
     print(f"written to {path}")
+    if video_dir is not None:
+        videos = save_match_videos(result, config.game, video_dir)
+        print(f"videos of the {len(videos)} games: {video_dir}/game-<i>-<side>-<outcome>{videos[0].suffix}")
     return 0
 
 

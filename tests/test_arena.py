@@ -9,13 +9,26 @@ import io
 import numpy as np
 import pyspiel
 import pytest
+from PIL import Image
 
-from muzero.arena import OpponentError, PerfectPlayer, make_opponent, play_match
+from muzero.arena import (
+    BOARD_FPS,
+    HOLD_SECONDS,
+    OpponentError,
+    PerfectPlayer,
+    game_frames,
+    make_opponent,
+    match_video_suffix,
+    play_match,
+    save_match_videos,
+)
 from muzero.config_loader import load_config
 from muzero.envs import check_environment
+from muzero.envs.openspiel import CELL_PIXELS, FRAME_COLOURS
 from muzero.greedy import GreedyPlayer, ReferencePlayer, make_greedy_player
 from muzero.networks.base import UniformNetwork
 from muzero.play import play
+from muzero.video import VideoUnavailable, read_video, upscale
 from tests.helpers import CONNECT4, TICTACTOE, TINY, muzero_command
 
 CONFIG = load_config(TICTACTOE, ["search.num_simulations=8", "selfplay.batched=false"])
@@ -85,6 +98,58 @@ def test_an_odd_number_of_games_and_games_cut_at_max_moves():
     assert player.calls == [5, 3]
 
 
+def test_each_game_of_a_match_is_kept_and_drawn(tmp_path):
+    # MuZero as "the lowest legal square" against the random player, one game from each side.
+    player = ScriptedPlayer(lambda game: game.legal_actions()[0])
+    result = play_match(CONFIG.game, player, UniformNetwork(9), "random", games=2, seed=3)
+    assert [record[0] for record in result.records] == ["first", "second"]
+    for side, outcome, actions in result.records:
+        assert result.counts[side][outcome] == 1
+        # The record replays the game: as first player MuZero's moves are the odd plies, and
+        # the lowest legal square each time; a decided game lasts 5 moves or more.
+        for ply in range(0 if side == "first" else 1, len(actions), 2):
+            assert actions[ply] == min(set(range(9)) - set(actions[:ply]))
+        assert 5 <= len(actions) <= 9 and (len(actions) == 9 or outcome != "draw")
+    side, outcome, actions = result.records[0]
+    frames = game_frames(CONFIG.game, actions)
+    # The empty board, then one frame a move; MuZero's first move (square 0, the top left) is red.
+    assert len(frames) == len(actions) + 1 and actions[0] == 0
+    middle = CELL_PIXELS // 2
+    assert tuple(frames[0][middle, middle]) == tuple(FRAME_COLOURS["empty"])
+    assert tuple(frames[1][middle, middle]) == tuple(FRAME_COLOURS["player 0"])
+    # x's stones after the last move: ceil(moves / 2) red discs, the other player's floor(moves / 2) yellow.
+    centres = frames[-1][middle::CELL_PIXELS, middle::CELL_PIXELS].reshape(9, 3).tolist()
+    assert centres.count(FRAME_COLOURS["player 0"].tolist()) == (len(actions) + 1) // 2
+    assert centres.count(FRAME_COLOURS["player 1"].tolist()) == len(actions) // 2
+
+    paths = save_match_videos(result, CONFIG.game, tmp_path)
+    names = [f"game-{i}-{side}-{outcome}.gif" for i, (side, outcome, _) in zip(("001", "002"), result.records)]
+    assert [path.name for path in paths] == names  # Pillow is installed with the tests (matplotlib's)
+    # The GIF holds the frames exactly (four colours), at BOARD_FPS = 2: 500 ms a move. The
+    # final position is held HOLD_SECONDS (2 s) more, 4 frames that the GIF merges into the
+    # last one: 500 + 4 x 500 = 2,500 ms. Tic-tac-toe's 48 pixels are upscaled 4 times to 192 (at least 160).
+    video = read_video(paths[0])
+    assert video.shape[1:] == (192, 192, 3) and len(video) == len(actions) + 1
+    assert all((shown == upscale(drawn)).all() for shown, drawn in zip(video, frames))
+    with Image.open(paths[0]) as image:
+        durations = [image.seek(i) or image.info["duration"] for i in range(image.n_frames)]
+    assert (BOARD_FPS, HOLD_SECONDS) == (2.0, 2.0) and durations == [500] * len(actions) + [2500]
+
+
+def test_match_videos_are_gifs_with_pillow_else_mp4s(monkeypatch):
+    import importlib.util
+
+    installed = {"PIL", "cv2"}
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: find_spec("json") if name in installed else None)
+    assert match_video_suffix() == ".gif"
+    installed.discard("PIL")  # OpenCV alone: mp4
+    assert match_video_suffix() == ".mp4"
+    installed.clear()
+    with pytest.raises(VideoUnavailable, match="needs pillow \\(gif\\) or opencv-python-headless \\(mp4\\)"):
+        match_video_suffix()
+
+
 def test_opponents_by_name():
     game = pyspiel.load_game("tic_tac_toe")
     assert make_opponent("random", game, 0)(_state(0, 4)) in [1, 2, 3, 5, 6, 7, 8]
@@ -120,14 +185,21 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     ]
     assert all(sum(int(row[k]) for k in ("win", "draw", "loss")) == 2 for row in rows)
 
-    table = tmp_path / "table.csv"
+    table, videos = tmp_path / "table.csv", tmp_path / "videos"
     result = muzero_command(
-        "evaluate", "--run", str(run_dir), "--opponent", "mcts:10", "--games", "4", "--csv", str(table)
-    )
+        "evaluate", "--run", str(run_dir), "--opponent", "mcts:10", "--games", "4", "--csv", str(table),
+        "--video", str(videos),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     assert "against mcts:10, 4 games" in result.stdout and "total" in result.stdout
     written = list(csv.DictReader(table.open()))
     assert [row["side"] for row in written] == ["first", "second"] and written[0]["training_step"] == "20"
+    # One video per game, named by MuZero's side and outcome: the same counts as the table's.
+    names = sorted(path.name for path in videos.iterdir())
+    assert [name[:14] for name in names] == ["game-001-first", "game-002-first", "game-003-secon", "game-004-secon"]
+    for row in written:
+        for outcome in ("win", "draw", "loss"):
+            assert sum(name.endswith(f"-{row['side']}-{outcome}.gif") for name in names) == int(row[outcome])
     # The run's own budget (tictactoe_tiny_run: search.num_simulations 4) unless --simulations says.
     assert [row["simulations"] for row in written] == ["4", "4"]
     result = muzero_command(

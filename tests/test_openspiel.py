@@ -50,6 +50,41 @@ def test_player_planes_are_where_openspiel_puts_each_players_stones(name):
         assert after[env.player_planes[player]] - before[env.player_planes[player]] == 1
 
 
+def test_the_board_is_drawn_as_discs_the_right_way_up():
+    colours, c = openspiel.FRAME_COLOURS, openspiel.CELL_PIXELS
+    env = OpenSpielEnvironment("connect_four")
+    env.reset()
+    # x (player 0) plays column 3, o column 3, x column 0. Connect four's tensor holds the
+    # bottom row first; the picture holds the top row first, so on its last row (5) columns 0
+    # and 3 are red (x), and row 4 column 3 yellow (o, on top of x's stone).
+    for action in (3, 3, 0):
+        env.step(action)
+    frame = env.frame()
+    assert frame.shape == (6 * c, 7 * c, 3) and frame.dtype == np.uint8
+
+    def centre(row, col):  # the middle pixel of a cell: inside its disc
+        return tuple(frame[row * c + c // 2, col * c + c // 2])
+
+    stones = {(5, 0): "player 0", (5, 3): "player 0", (4, 3): "player 1"}
+    for row in range(6):
+        for col in range(7):
+            assert centre(row, col) == tuple(colours[stones.get((row, col), "empty")]), (row, col)
+    # A cell's corner pixel is outside its disc (radius 0.4 of the cell): the board's blue.
+    assert tuple(frame[0, 0]) == tuple(frame[5 * c, 3 * c]) == tuple(colours["board"])
+    # Tic-tac-toe's tensor holds the top row first: x in the centre (cell 4), o in the top left (0).
+    env = OpenSpielEnvironment("tic_tac_toe")
+    env.reset()
+    env.step(4)
+    env.step(0)
+    frame = env.frame()
+    assert frame.shape == (3 * c, 3 * c, 3)
+    assert centre(1, 1) == tuple(colours["player 0"]) and centre(0, 0) == tuple(colours["player 1"])
+    assert centre(2, 2) == tuple(colours["empty"])
+    # A game whose stone planes are not known here has no picture.
+    with pytest.raises(ValueError, match="breakthrough: which planes hold the stones is not known here"):
+        OpenSpielEnvironment("breakthrough").frame()
+
+
 def test_the_board_is_seen_from_the_player_to_move():
     env = OpenSpielEnvironment("tic_tac_toe")
     env.reset()

@@ -188,6 +188,27 @@ class OpenSpielEnvironment:
         """The board as OpenSpiel draws it."""
         return str(self.state)
 
+    def frame(self) -> np.ndarray:
+        """The board as a picture (`muzero evaluate --opponent ... --video`): uint8 [rows *
+        CELL_PIXELS, cols * CELL_PIXELS, 3], the top row first, each cell a disc on a blue
+        board: player 0's stones red, player 1's yellow, an empty cell white.
+
+        Raises:
+          ValueError: the planes that hold the stones are not known for this game (`player_planes`).
+        """
+        if self.player_planes is None:
+            raise ValueError(f"openspiel:{self.name}: which planes hold the stones is not known here, so no picture")
+        planes, rows, cols = self.game.observation_tensor_shape()
+        tensor = np.asarray(self.state.observation_tensor(0)).reshape(planes, rows, cols)  # the same for both players
+        cells = np.broadcast_to(FRAME_COLOURS["empty"], (rows, cols, 3)).copy()
+        for player, plane in enumerate(self.player_planes):
+            cells[tensor[plane] > 0] = FRAME_COLOURS[f"player {player}"]
+        if self.game.get_type().short_name in _BOTTOM_ROW_FIRST:
+            cells = cells[::-1]
+        image = np.repeat(np.repeat(cells, CELL_PIXELS, axis=0), CELL_PIXELS, axis=1)
+        image[~np.tile(_DISC, (rows, cols))] = FRAME_COLOURS["board"]
+        return image
+
     def __getstate__(self) -> dict:
         return {
             "name": self.name,
@@ -215,6 +236,22 @@ _SYMMETRIC_GAMES = {"tic_tac_toe": True, "connect_four": False}
 # The observation planes holding player 0's and player 1's stones (tests/test_openspiel.py
 # checks them against OpenSpiel's tensors). Other games: not known here.
 _PLAYER_PLANES = {"tic_tac_toe": (2, 1), "connect_four": (0, 1)}
+
+
+# Games whose observation tensor holds the bottom row first (connect four's stones fall to
+# row 0): `OpenSpielEnvironment.frame` turns them the right way up. Others: the top row first.
+_BOTTOM_ROW_FIRST = {"connect_four"}
+
+# `OpenSpielEnvironment.frame`: pixels a cell is wide and high, its disc, and the colours (RGB).
+CELL_PIXELS = 16
+_SQUARED = (np.arange(CELL_PIXELS) + 0.5 - CELL_PIXELS / 2) ** 2  # from a pixel's centre to the cell's, one axis
+_DISC = _SQUARED[:, None] + _SQUARED[None, :] <= (0.4 * CELL_PIXELS) ** 2  # [CELL_PIXELS, CELL_PIXELS] bool
+FRAME_COLOURS = {
+    "player 0": np.array([220, 40, 40], np.uint8),
+    "player 1": np.array([240, 200, 30], np.uint8),
+    "empty": np.array([240, 240, 240], np.uint8),
+    "board": np.array([25, 60, 140], np.uint8),
+}
 
 
 def player_planes(game) -> tuple[int, int] | None:
