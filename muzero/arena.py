@@ -20,7 +20,6 @@ game by game. Half the games it moves first, half second.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from muzero.envs.openspiel import OpenSpielEnvironment
 from muzero.game import Game
 from muzero.greedy import GreedyPlayer
 from muzero.networks.base import Network
-from muzero.video import VideoUnavailable, write_video
+from muzero.video import VideoUnavailable, video_suffix, write_video
 
 # Positions an exact search may visit before the game counts as too large to solve.
 PERFECT_PLAY_LIMIT = 200_000
@@ -221,26 +220,36 @@ def game_frames(game_config: GameConfig, actions: list[int]) -> list[np.ndarray]
     return frames
 
 
-def match_video_suffix() -> str:
-    """ ".gif" with Pillow (a board's four colours: exact, and a few kilobytes a game), else
-    ".mp4" with OpenCV.
+def check_match_videos(environment: OpenSpielEnvironment, directory: Path) -> None:
+    """Whether `save_match_videos` can draw this game into `directory`, before a match is played.
 
     Raises:
-      VideoUnavailable: neither is installed.
+      VideoUnavailable: the board cannot be drawn (its stone planes are not known), no encoder
+        is installed, or `directory` already holds a match's videos (the new ones would mix
+        with them); one line.
     """
-    for module, suffix in (("PIL", ".gif"), ("cv2", ".mp4")):
-        if importlib.util.find_spec(module) is not None:
-            return suffix
-    raise VideoUnavailable(
-        "writing a video needs pillow (gif) or opencv-python-headless (mp4); pip install -e '.[all]'"
-    )
+    try:
+        environment.frame()
+    except ValueError as error:
+        raise VideoUnavailable(str(error)) from None
+    video_suffix(gif_first=True)
+    if directory.is_dir() and any(directory.glob("game-*")):
+        raise VideoUnavailable(f"{directory} already holds the videos of a match (game-*); give an empty directory")
 
 
 def save_match_videos(result: MatchResult, game_config: GameConfig, directory: Path) -> list[Path]:
-    """One video per game of a match, DIRECTORY/game-<i>-<side>-<outcome> with
-    `match_video_suffix()` (i from 1, in play order): `BOARD_FPS` moves a second, the final
-    position held `HOLD_SECONDS` seconds more. Returns the paths written."""
-    suffix, paths = match_video_suffix(), []
+    """One video per game of a match, DIRECTORY/game-<i>-<side>-<outcome>.gif (i from 1, in
+    play order; .mp4 without Pillow, `muzero.video.video_suffix`): `BOARD_FPS` moves a second,
+    the final position held `HOLD_SECONDS` seconds more.
+
+    Returns:
+      The paths written, in play order.
+
+    Raises:
+      VideoUnavailable: no encoder, or OpenCV cannot write here.
+      OSError: a file cannot be written.
+    """
+    suffix, paths = video_suffix(gif_first=True), []
     for index, (side, outcome, actions) in enumerate(result.records, start=1):
         frames = game_frames(game_config, actions)
         frames += [frames[-1]] * round(HOLD_SECONDS * BOARD_FPS)

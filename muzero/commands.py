@@ -360,7 +360,7 @@ def _video_dir(args: argparse.Namespace) -> Path | None:
 def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
     """`evaluate --opponent`: a win/draw/loss table per side, printed and written as CSV; with
     `--video DIR`, every game of the match as a video."""
-    from muzero.arena import OpponentError, make_opponent, match_video_suffix, play_match, save_match_videos
+    from muzero.arena import OpponentError, check_match_videos, make_opponent, play_match, save_match_videos
     from muzero.match_report import match_csv_path, match_table, write_match_csv
     from muzero.video import VideoUnavailable
 
@@ -371,9 +371,8 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
         raise UsageError(f"--opponent: {error}") from None
     if args.video is not None:
         try:  # whether the board can be drawn and written, before the match
-            environment.frame()
-            match_video_suffix()
-        except (ValueError, VideoUnavailable) as error:
+            check_match_videos(environment, Path(args.video))
+        except VideoUnavailable as error:
             raise UsageError(f"--video: {error}") from None
     video_dir = _video_dir(args)
 
@@ -397,7 +396,10 @@ def _evaluate_against(args: argparse.Namespace, run_dir: Path, config) -> int:
         raise UsageError(f"{path}: cannot write the table ({error.strerror})") from None
     print(f"written to {path}")
     if video_dir is not None:
-        videos = save_match_videos(result, config.game, video_dir)
+        try:
+            videos = save_match_videos(result, config.game, video_dir)
+        except (VideoUnavailable, OSError) as error:
+            raise UsageError(f"--video {video_dir}: {getattr(error, 'strerror', None) or error}") from None
         print(f"videos of the {len(videos)} games: {video_dir}/game-<i>-<side>-<outcome>{videos[0].suffix}")
     return 0
 

@@ -8,14 +8,18 @@ MinAtar's 10x10 frames become 160x160 squares a person can follow, and written w
 OpenCV's MPEG-4 encoder (opencv-python-headless, the `atari` extra, bundles FFmpeg). Without
 OpenCV, a GIF is written with Pillow instead.
 
-Two users:
+Three users:
 * training (`EvaluationVideos`): every evaluation plays one more greedy episode beside
   the scored ones, in a fresh environment of its own, into RUN_DIR/videos/step-<N>.mp4;
-* `muzero evaluate --run RUN --video DIR`: every greedy episode, into DIR/episode-<i>.mp4.
+* `muzero evaluate --run RUN --video DIR`: every greedy episode, into DIR/episode-<i>.mp4;
+* `muzero evaluate --run RUN --opponent NAME --video DIR` (`muzero.arena.save_match_videos`):
+  every game of a board-game match, into DIR/game-<i>-<side>-<outcome>.gif (GIF first: a
+  board of four colours is exact and small as a GIF).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 from pathlib import Path
@@ -34,6 +38,7 @@ MIN_HEIGHT = 160
 # the first 10,000 moves (11 minutes at 15 frames per second) are what a video shows.
 MAX_FRAMES = 10_000
 VIDEO_DIR = "videos"
+NO_ENCODER = "writing a video needs opencv-python-headless (mp4) or pillow (gif); pip install -e '.[video]'"
 
 
 class VideoUnavailable(RuntimeError):
@@ -61,6 +66,20 @@ def as_rgb(frame: np.ndarray) -> np.ndarray:
     if frame.shape[-1] == 1:
         frame = np.repeat(frame, 3, axis=-1)
     return frame[..., :3]
+
+
+def video_suffix(gif_first: bool = False) -> str:
+    """The file suffix `write_video` can write here: ".mp4" with OpenCV, else ".gif" with
+    Pillow (`gif_first`: ".gif" with Pillow, else ".mp4").
+
+    Raises:
+      VideoUnavailable: neither OpenCV nor Pillow is installed.
+    """
+    order = (("PIL", ".gif"), ("cv2", ".mp4")) if gif_first else (("cv2", ".mp4"), ("PIL", ".gif"))
+    for module, suffix in order:
+        if importlib.util.find_spec(module) is not None:
+            return suffix
+    raise VideoUnavailable(NO_ENCODER)
 
 
 def write_video(frames: list[np.ndarray], path: Path, fps: float, min_height: int = MIN_HEIGHT) -> Path:
@@ -108,9 +127,7 @@ def _write_gif(images: list[np.ndarray], path: Path, fps: float) -> Path:
     try:
         from PIL import Image
     except ImportError:
-        raise VideoUnavailable(
-            "writing a video needs opencv-python-headless (mp4) or pillow (gif); pip install -e '.[atari]'"
-        ) from None
+        raise VideoUnavailable(NO_ENCODER) from None
     first, *rest = [Image.fromarray(image) for image in images]
     first.save(path, save_all=True, append_images=rest, duration=max(1, round(1000 / fps)), loop=0)
     return path

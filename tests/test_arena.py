@@ -9,26 +9,25 @@ import io
 import numpy as np
 import pyspiel
 import pytest
-from PIL import Image
 
 from muzero.arena import (
     BOARD_FPS,
     HOLD_SECONDS,
     OpponentError,
     PerfectPlayer,
+    check_match_videos,
     game_frames,
     make_opponent,
-    match_video_suffix,
     play_match,
     save_match_videos,
 )
 from muzero.config_loader import load_config
 from muzero.envs import check_environment
-from muzero.envs.openspiel import CELL_PIXELS, FRAME_COLOURS
+from muzero.envs.openspiel import CELL_PIXELS, FRAME_COLOURS, OpenSpielEnvironment
 from muzero.greedy import GreedyPlayer, ReferencePlayer, make_greedy_player
 from muzero.networks.base import UniformNetwork
 from muzero.play import play
-from muzero.video import VideoUnavailable, read_video, upscale
+from muzero.video import VideoUnavailable, read_video, upscale, video_suffix
 from tests.helpers import CONNECT4, TICTACTOE, TINY, muzero_command
 
 CONFIG = load_config(TICTACTOE, ["search.num_simulations=8", "selfplay.batched=false"])
@@ -105,8 +104,9 @@ def test_each_game_of_a_match_is_kept_and_drawn(tmp_path):
     assert [record[0] for record in result.records] == ["first", "second"]
     for side, outcome, actions in result.records:
         assert result.counts[side][outcome] == 1
-        # The record replays the game: as first player MuZero's moves are the odd plies, and
-        # the lowest legal square each time; a decided game lasts 5 moves or more.
+        # The record replays the game: MuZero's moves are the plies 0, 2, 4, ... as first
+        # player (1, 3, ... as second), the lowest legal square each time; a decided game
+        # lasts 5 moves or more, a draw all 9.
         for ply in range(0 if side == "first" else 1, len(actions), 2):
             assert actions[ply] == min(set(range(9)) - set(actions[:ply]))
         assert 5 <= len(actions) <= 9 and (len(actions) == 9 or outcome != "draw")
@@ -122,32 +122,33 @@ def test_each_game_of_a_match_is_kept_and_drawn(tmp_path):
     assert centres.count(FRAME_COLOURS["player 0"].tolist()) == (len(actions) + 1) // 2
     assert centres.count(FRAME_COLOURS["player 1"].tolist()) == len(actions) // 2
 
+    image_module = pytest.importorskip("PIL.Image")  # the GIFs need Pillow (matplotlib's, in `.[all]`)
     paths = save_match_videos(result, CONFIG.game, tmp_path)
     names = [f"game-{i}-{side}-{outcome}.gif" for i, (side, outcome, _) in zip(("001", "002"), result.records)]
-    assert [path.name for path in paths] == names  # Pillow is installed with the tests (matplotlib's)
-    # The GIF holds the frames exactly (four colours), at BOARD_FPS = 2: 500 ms a move. The
-    # final position is held HOLD_SECONDS (2 s) more, 4 frames that the GIF merges into the
-    # last one: 500 + 4 x 500 = 2,500 ms. Tic-tac-toe's 48 pixels are upscaled 4 times to 192 (at least 160).
+    assert [path.name for path in paths] == names
+    # The GIF holds the frames exactly (four colours; tic-tac-toe's 48 pixels upscaled 4
+    # times to 192, at least 160). Each move shows 1 / BOARD_FPS = 500 ms, and the final
+    # position HOLD_SECONDS (2 s) more: (moves + 1) x 500 + 2,000 ms in all. (Pillow merges
+    # the held copies of the last frame into it, so the distinct frames are compared.)
     video = read_video(paths[0])
-    assert video.shape[1:] == (192, 192, 3) and len(video) == len(actions) + 1
-    assert all((shown == upscale(drawn)).all() for shown, drawn in zip(video, frames))
-    with Image.open(paths[0]) as image:
+    distinct = [frame for i, frame in enumerate(video) if i == 0 or (frame != video[i - 1]).any()]
+    assert video.shape[1:] == (192, 192, 3) and len(distinct) == len(frames)
+    assert all((shown == upscale(drawn)).all() for shown, drawn in zip(distinct, frames))
+    with image_module.open(paths[0]) as image:
         durations = [image.seek(i) or image.info["duration"] for i in range(image.n_frames)]
-    assert (BOARD_FPS, HOLD_SECONDS) == (2.0, 2.0) and durations == [500] * len(actions) + [2500]
+    assert (BOARD_FPS, HOLD_SECONDS) == (2.0, 2.0) and sum(durations) == (len(actions) + 1) * 500 + 2000
 
 
-def test_match_videos_are_gifs_with_pillow_else_mp4s(monkeypatch):
-    import importlib.util
-
-    installed = {"PIL", "cv2"}
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: find_spec("json") if name in installed else None)
-    assert match_video_suffix() == ".gif"
-    installed.discard("PIL")  # OpenCV alone: mp4
-    assert match_video_suffix() == ".mp4"
-    installed.clear()
-    with pytest.raises(VideoUnavailable, match="needs pillow \\(gif\\) or opencv-python-headless \\(mp4\\)"):
-        match_video_suffix()
+def test_a_match_that_cannot_be_drawn_is_refused_before_it_is_played(tmp_path):
+    # Breakthrough's stone planes are not known here: no picture, one line.
+    with pytest.raises(VideoUnavailable, match="breakthrough: which planes hold the stones is not known here"):
+        check_match_videos(OpenSpielEnvironment("breakthrough"), tmp_path)
+    check_match_videos(OpenSpielEnvironment("tic_tac_toe"), tmp_path)  # an empty directory: fine
+    check_match_videos(OpenSpielEnvironment("tic_tac_toe"), tmp_path / "not yet made")
+    # A directory holding another match's videos: the new ones would mix with them.
+    (tmp_path / "game-001-first-win.gif").write_bytes(b"")
+    with pytest.raises(VideoUnavailable, match="already holds the videos of a match"):
+        check_match_videos(OpenSpielEnvironment("tic_tac_toe"), tmp_path)
 
 
 def test_opponents_by_name():
@@ -186,6 +187,7 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     assert all(sum(int(row[k]) for k in ("win", "draw", "loss")) == 2 for row in rows)
 
     table, videos = tmp_path / "table.csv", tmp_path / "videos"
+    suffix = video_suffix(gif_first=True)  # .gif with Pillow, else .mp4
     result = muzero_command(
         "evaluate", "--run", str(run_dir), "--opponent", "mcts:10", "--games", "4", "--csv", str(table),
         "--video", str(videos),
@@ -199,7 +201,11 @@ def test_evaluate_against_an_opponent_and_play_through_the_cli(tictactoe_tiny_ru
     assert [name[:14] for name in names] == ["game-001-first", "game-002-first", "game-003-secon", "game-004-secon"]
     for row in written:
         for outcome in ("win", "draw", "loss"):
-            assert sum(name.endswith(f"-{row['side']}-{outcome}.gif") for name in names) == int(row[outcome])
+            assert sum(name.endswith(f"-{row['side']}-{outcome}{suffix}") for name in names) == int(row[outcome])
+    # The same directory again: refused before the match, in one line (nothing overwritten).
+    result = muzero_command("evaluate", "--run", str(run_dir), "--opponent", "random", "--video", str(videos))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "already holds the videos of a match" in result.stderr and sorted(p.name for p in videos.iterdir()) == names
     # The run's own budget (tictactoe_tiny_run: search.num_simulations 4) unless --simulations says.
     assert [row["simulations"] for row in written] == ["4", "4"]
     result = muzero_command(

@@ -16,6 +16,7 @@ from muzero.video import (
     save_episodes,
     upscale,
     upscale_factor,
+    video_suffix,
     write_video,
 )
 
@@ -28,6 +29,23 @@ def frames_of_a_moving_square(count: int, size: int = 10) -> list[np.ndarray]:
         frame[t % size, t % size] = (255, 0, 0)
         frames.append(frame)
     return frames
+
+
+def test_the_suffix_follows_the_installed_encoders(monkeypatch):
+    import importlib.util
+
+    installed = {"PIL", "cv2"}
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: find_spec("json") if name in installed else None)
+    # Both installed: mp4 first for episodes, GIF first for board games (`gif_first`).
+    assert (video_suffix(), video_suffix(gif_first=True)) == (".mp4", ".gif")
+    installed.discard("PIL")  # OpenCV alone: mp4 either way
+    assert (video_suffix(), video_suffix(gif_first=True)) == (".mp4", ".mp4")
+    installed.symmetric_difference_update({"PIL", "cv2"})  # Pillow alone: GIF either way
+    assert (video_suffix(), video_suffix(gif_first=True)) == (".gif", ".gif")
+    installed.clear()
+    with pytest.raises(VideoUnavailable, match="needs opencv-python-headless \\(mp4\\) or pillow \\(gif\\)"):
+        video_suffix(gif_first=True)
 
 
 def test_upscale_factor_reaches_160_pixels_with_square_pixels():
