@@ -28,8 +28,10 @@ not trained again: it plays only the final matches it lacks (another `--final-op
 and table by running the command again with all the seeds (and the same `--minutes` and
 `--set`: the folders are not checked against them), and both budgets' tables come from two
 calls, one with `--final-simulations N` (an N equal to the run's budget plays that match
-again under its own name). A folder without any final match (an interrupted run) stops the
-benchmark with its name.
+again under its own name). A folder without any final match (an interrupted run, stopped
+with Ctrl-C or cut by the end of a session) continues with `muzero train --resume`, which
+keeps the run's config and what is left of its budget, and then plays its final matches: so
+the same command, run again, finishes it.
 """
 
 from __future__ import annotations
@@ -56,9 +58,18 @@ GRACE_SECONDS = 900
 
 def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: list[str]) -> float:
     """Trains for `minutes` of the run's own training time (`run.time_limit_minutes`, or until
-    the run ends sooner); returns the seconds the process ran."""
-    command = train_command(config, run_dir, seed, [*settings, f"run.time_limit_minutes={minutes}"])
-    log = (run_dir.parent / f"{run_dir.name}.log").open("w")
+    the run ends sooner); returns the seconds the process ran.
+
+    A `run_dir` that exists already (an interrupted run) continues with `muzero train
+    --resume`, with its own config and the budget it has left (`settings`, `seed` and
+    `minutes` apply to a fresh run only), its output added to the end of its log.
+    """
+    resume = run_dir.exists()
+    if resume:
+        command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
+    else:
+        command = train_command(config, run_dir, seed, [*settings, f"run.time_limit_minutes={minutes}"])
+    log = (run_dir.parent / f"{run_dir.name}.log").open("a" if resume else "w")
     started = time.time()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
@@ -213,12 +224,9 @@ def main() -> None:
         run_dir = run_folder(args.out, args.game, seed)
         if any(run_dir.glob(final_table(run_dir, "*").name)):  # trained before: final matches follow training
             print(f"{run_dir.name}: measured before, not trained again; plays only the final matches it lacks")
-        elif run_dir.exists():  # `muzero train` refuses a used folder; its log stays as it is
-            raise SystemExit(
-                f"{run_dir}: a run without its final matches ({', '.join(opponents) or 'none asked'}); "
-                "finish it (muzero train --resume, which keeps its time limit; muzero evaluate --csv) or remove it"
-            )
         else:
+            if run_dir.exists():
+                print(f"{run_dir.name}: interrupted before its final matches; resumed (muzero train --resume)")
             seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
             print(f"{run_dir.name}: ran for {seconds / 60:.1f} minutes (start-up and final evaluation included)")
         missing = [opponent for opponent in opponents if not final_table(run_dir, opponent, budget).is_file()]

@@ -143,6 +143,15 @@ def test_bench_boardgames_sets_the_budget_as_the_runs_time_limit(tmp_path, monke
     with pytest.raises(SystemExit) as stopped:
         bench.main()
     assert stopped.value.code == 2 and started == [command, timeout]
+    # A folder that exists (an interrupted run) continues with `muzero train --resume`: no seed,
+    # settings or budget of this call (the run keeps its own), and its log grows at the end.
+    run_dir = tmp_path / "connect4_seed0"
+    run_dir.mkdir()
+    (tmp_path / "connect4_seed0.log").write_text("first part\n")
+    started.clear()
+    bench.train_for(bench.CONFIGS["connect4"], run_dir, 0, 1.5, ["search.algorithm=gumbel"])
+    assert started[0][2:] == ["muzero.cli", "train", "--resume", str(run_dir)]
+    assert (tmp_path / "connect4_seed0.log").read_text() == "first part\n"
 
 
 # The header `muzero evaluate --csv` writes above its one row per side.
@@ -166,7 +175,7 @@ def test_bench_boardgames_reads_final_matches_of_a_measured_seed(tmp_path):
     ]
 
 
-def test_bench_boardgames_reads_measured_seeds_and_stops_at_a_partial_one(tmp_path, monkeypatch):
+def test_bench_boardgames_reads_measured_seeds_and_resumes_a_partial_one(tmp_path, monkeypatch):
     bench = load_script("bench_boardgames")
     trained = []
     monkeypatch.setattr(bench, "train_for", lambda *args: trained.append(args) or 0.0)
@@ -178,12 +187,19 @@ def test_bench_boardgames_reads_measured_seeds_and_stops_at_a_partial_one(tmp_pa
     bench.main()
     # Seed 0 was read, not trained; its row is in the table.
     assert trained == [] and "tictactoe_seed0" in (tmp_path / "tictactoe_final.csv").read_text()
-    # A folder without any final match (an interrupted run) stops the benchmark, naming it.
+    # A folder without any final match (an interrupted run) is trained on (train_for resumes
+    # it), then plays its final match, whose row is in the table.
     (tmp_path / "tictactoe_seed1").mkdir()
     monkeypatch.setattr(sys, "argv", [*argv[:-1], "1"])
-    with pytest.raises(SystemExit, match="tictactoe_seed1: a run without its final matches"):
-        bench.main()
-    assert trained == []
+
+    def first_final(run_dir, opponents, games, simulations=None):
+        (run_dir / "final-random.csv").write_text(FINAL_HEADER + "9,random,first,1,0,0,1\n")
+
+    monkeypatch.setattr(bench, "final_matches", first_final)
+    bench.main()
+    assert [args[1].name for args in trained] == ["tictactoe_seed1"]
+    assert "9,random,first,1,0,0,1,tictactoe_seed1" in (tmp_path / "tictactoe_final.csv").read_text()
+    trained.clear()
     # Seed 0 asked for one more opponent: only the missing match is played (no training), and
     # the table holds both opponents' rows.
     played = []
