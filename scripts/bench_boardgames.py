@@ -61,15 +61,17 @@ def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: 
     the run ends sooner); returns the seconds the process ran.
 
     A `run_dir` that exists already (an interrupted run) continues with `muzero train
-    --resume`, with its own config and the budget it has left (`settings`, `seed` and
-    `minutes` apply to a fresh run only), its output added to the end of its log.
+    --resume`, with its own config and the budget it has left (`settings` and `seed` apply
+    to a fresh run only; `minutes` still bounds the wait), its output added to the end of
+    its log.
     """
     resume = run_dir.exists()
     if resume:
         command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
     else:
         command = train_command(config, run_dir, seed, [*settings, f"run.time_limit_minutes={minutes}"])
-    log = (run_dir.parent / f"{run_dir.name}.log").open("a" if resume else "w")
+    log_path = run_dir.parent / f"{run_dir.name}.log"
+    log = log_path.open("a" if resume else "w")
     started = time.time()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
@@ -80,7 +82,9 @@ def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: 
         process.send_signal(signal.SIGTERM)
         process.wait()
     if process.returncode != 0:
-        raise SystemExit(f"{run_dir}: training failed (exit {process.returncode}); see {log.name}")
+        log.close()
+        lines = log_path.read_text(errors="replace").splitlines() or [""]
+        raise SystemExit(f"{run_dir}: training failed (exit {process.returncode}): {lines[-1]} (see {log_path})")
     return time.time() - started
 
 
@@ -214,6 +218,7 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT))
     from muzero.config_loader import load_config
+    from muzero.run_dir import RunDirError, check_resumable
 
     config = load_config(CONFIGS[args.game], args.set)
     opponents = args.final_opponents if args.final_opponents is not None else list(config.run.eval_opponents)
@@ -225,7 +230,11 @@ def main() -> None:
         if any(run_dir.glob(final_table(run_dir, "*").name)):  # trained before: final matches follow training
             print(f"{run_dir.name}: measured before, not trained again; plays only the final matches it lacks")
         else:
-            if run_dir.exists():
+            if run_dir.exists():  # an interrupted run; one that cannot be resumed is named with its reason
+                try:
+                    check_resumable(run_dir, hold=False)
+                except RunDirError as error:
+                    raise SystemExit(f"{error}; remove {run_dir} to train seed {seed} from scratch") from None
                 print(f"{run_dir.name}: interrupted before its final matches; resumed (muzero train --resume)")
             seconds = train_for(CONFIGS[args.game], run_dir, seed, args.minutes, args.set)
             print(f"{run_dir.name}: ran for {seconds / 60:.1f} minutes (start-up and final evaluation included)")

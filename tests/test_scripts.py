@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -152,6 +153,11 @@ def test_bench_boardgames_sets_the_budget_as_the_runs_time_limit(tmp_path, monke
     bench.train_for(bench.CONFIGS["connect4"], run_dir, 0, 1.5, ["search.algorithm=gumbel"])
     assert started[0][2:] == ["muzero.cli", "train", "--resume", str(run_dir)]
     assert (tmp_path / "connect4_seed0.log").read_text() == "first part\n"
+    # A run that fails is named with its log's last line (the CLI's one-line error).
+    Finished.returncode = 2
+    (tmp_path / "connect4_seed0.log").write_text("muzero: error: RUN: in use by pid 7\n")
+    with pytest.raises(SystemExit, match="training failed \\(exit 2\\): muzero: error: RUN: in use by pid 7"):
+        bench.train_for(bench.CONFIGS["connect4"], run_dir, 0, 1.5, [])
 
 
 # The header `muzero evaluate --csv` writes above its one row per side.
@@ -175,7 +181,7 @@ def test_bench_boardgames_reads_final_matches_of_a_measured_seed(tmp_path):
     ]
 
 
-def test_bench_boardgames_reads_measured_seeds_and_resumes_a_partial_one(tmp_path, monkeypatch):
+def test_bench_boardgames_reads_measured_seeds_and_resumes_a_partial_one(tictactoe_tiny_run, tmp_path, monkeypatch):
     bench = load_script("bench_boardgames")
     trained = []
     monkeypatch.setattr(bench, "train_for", lambda *args: trained.append(args) or 0.0)
@@ -187,10 +193,17 @@ def test_bench_boardgames_reads_measured_seeds_and_resumes_a_partial_one(tmp_pat
     bench.main()
     # Seed 0 was read, not trained; its row is in the table.
     assert trained == [] and "tictactoe_seed0" in (tmp_path / "tictactoe_final.csv").read_text()
-    # A folder without any final match (an interrupted run) is trained on (train_for resumes
-    # it), then plays its final match, whose row is in the table.
+    # A folder without any final match that cannot be resumed (no config.yaml: killed at its
+    # start) stops the benchmark with the reason and what to do, before any training.
     (tmp_path / "tictactoe_seed1").mkdir()
     monkeypatch.setattr(sys, "argv", [*argv[:-1], "1"])
+    with pytest.raises(SystemExit, match=r"tictactoe_seed1: not a run directory .*; remove .* from scratch"):
+        bench.main()
+    assert trained == []
+    # A folder without any final match with a checkpoint (an interrupted run: here a real run
+    # folder) is trained on (train_for resumes it), then plays its final match, in the table.
+    (tmp_path / "tictactoe_seed1").rmdir()
+    shutil.copytree(tictactoe_tiny_run, tmp_path / "tictactoe_seed1")
 
     def first_final(run_dir, opponents, games, simulations=None):
         (run_dir / "final-random.csv").write_text(FINAL_HEADER + "9,random,first,1,0,0,1\n")
