@@ -45,7 +45,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from benchlib import train_command
+from benchlib import resume_command, train_command
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"tictactoe": ROOT / "configs" / "tictactoe.yaml", "connect4": ROOT / "configs" / "connect4.yaml"}
@@ -67,22 +67,21 @@ def train_for(config: Path, run_dir: Path, seed: int, minutes: float, settings: 
     """
     resume = run_dir.exists()
     if resume:
-        command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
+        command = resume_command(run_dir)
     else:
         command = train_command(config, run_dir, seed, [*settings, f"run.time_limit_minutes={minutes}"])
     log_path = run_dir.parent / f"{run_dir.name}.log"
-    log = log_path.open("a" if resume else "w")
     started = time.time()
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        process.wait(timeout=minutes * 60 + GRACE_SECONDS)
-    except subprocess.TimeoutExpired:  # the run should have ended itself: say so, then stop it
-        late = f"{GRACE_SECONDS} s past its budget and start-up"
-        print(f"{run_dir.name}: still running {late}; stopped with SIGTERM", file=sys.stderr)
-        process.send_signal(signal.SIGTERM)
-        process.wait()
+    with log_path.open("a" if resume else "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            process.wait(timeout=minutes * 60 + GRACE_SECONDS)
+        except subprocess.TimeoutExpired:  # the run should have ended itself: say so, then stop it
+            late = f"{GRACE_SECONDS} s past its budget and start-up"
+            print(f"{run_dir.name}: still running {late}; stopped with SIGTERM", file=sys.stderr)
+            process.send_signal(signal.SIGTERM)
+            process.wait()
     if process.returncode != 0:
-        log.close()
         lines = log_path.read_text(errors="replace").splitlines() or [""]
         raise SystemExit(f"{run_dir}: training failed (exit {process.returncode}): {lines[-1]} (see {log_path})")
     return time.time() - started

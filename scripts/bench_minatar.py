@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from benchlib import train_command
+from benchlib import resume_command, train_command
 
 from muzero.run_dir import CONFIG_FILE, EVAL_FILE
 
@@ -152,7 +152,7 @@ def train_to(config: Path, run_dir: Path, seed: int, settings: list[str], traini
         print(f"{run_dir.name}: finished before, read", flush=True)
         return
     if run_dir.exists():
-        command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
+        command = resume_command(run_dir)
     else:
         command = train_command(config, run_dir, seed, [*settings, f"train.training_steps={training_steps}"])
     print(f"{run_dir.name}: {' '.join(command[2:])}", flush=True)

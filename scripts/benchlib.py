@@ -34,6 +34,12 @@ def train_command(
     return command
 
 
+def resume_command(run_dir: Path) -> list[str]:
+    """The argv of `muzero train --resume RUN_DIR`, with this interpreter as `train_command`:
+    the run continues with its own config, seed and time limit."""
+    return [sys.executable, "-m", "muzero.cli", "train", "--resume", str(run_dir)]
+
+
 def median_seconds(call: Callable[[], object], repetitions: int, warmup: int = 1) -> float:
     """Median wall seconds of `call()` over `repetitions` calls, after `warmup` untimed ones
     (tracing, compilation). `call` must wait for its result (e.g. fetch it with `.numpy()`)."""

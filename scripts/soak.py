@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from benchlib import markdown_table, train_command, write_csv
+from benchlib import markdown_table, resume_command, train_command, write_csv
 
 from muzero.run_dir import complete_steps
 
@@ -394,7 +394,7 @@ class Soak:
 
     def start(self) -> Segment:
         if self.segments:
-            command = [sys.executable, "-m", "muzero.cli", "train", "--resume", str(self.run_dir)]
+            command = resume_command(self.run_dir)
         else:
             command = train_command(self.args.config, self.run_dir, self.args.seed, SETTINGS)
         log = self.args.out / f"segment-{len(self.segments):03d}.log"
