@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 from muzero.config import KnownBounds, MuZeroConfig
+from muzero.envs.base import Environment
 from muzero.game import Game
 from muzero.networks.base import Network, NetworkOutput, UniformNetwork, make_uniform_network
 from muzero.replay import Batch, ReplayBuffer
@@ -23,6 +24,7 @@ from muzero.search.reference import (
     run_mcts,
     select_action,
     select_child,
+    softmax_sample,
     ucb_score,
 )
 from muzero.selfplay import play_game
@@ -45,6 +47,7 @@ _LAZY = {
 __all__ = [
     "ActionHistory",
     "Batch",
+    "Environment",
     "Game",
     "KnownBounds",
     "MinMaxStats",
@@ -63,6 +66,7 @@ __all__ = [
     "run_mcts",
     "select_action",
     "select_child",
+    "softmax_sample",
     "ucb_score",
 ] + list(_LAZY)
 

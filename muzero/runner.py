@@ -2,11 +2,12 @@
 
 The pseudocode runs actors (`run_selfplay`) and the learner (`train_network`)
 concurrently, talking through `SharedStorage` (networks) and `ReplayBuffer` (games).
-Here the loop alternates: train until the training steps reach `train.steps_per_move`
-times the moves played so far, then collect self-play from the self-play source
-(`LocalSelfPlay` in this process, or `RaySelfPlay`'s actors) with the newest published
-network; publish and checkpoint every `train.checkpoint_interval` steps, evaluate every
-`run.eval_interval`.
+Here the loop trains until the training steps reach `train.steps_per_move` times the moves
+played so far, then collects self-play from the self-play source with the newest published
+network: `LocalSelfPlay` plays in this process, so the two alternate; `RaySelfPlay`'s actors
+(the default back end) play on beside the learner, and the loop only collects their finished
+games (a source's `concurrent`). It publishes and checkpoints every
+`train.checkpoint_interval` steps and evaluates every `run.eval_interval`.
 
 `muzero.builder` makes the parts (`RunParts`) from a config; `Trainer.run` is the loop.
 Everything the loop depends on (weights, optimizer, replay, RNG states, counters,

@@ -291,3 +291,24 @@ def test_bad_game_settings_exit_2_with_one_line(tmp_path, override, fragment):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0], lines
     assert not (tmp_path / "run").exists()
+
+
+# The names DeepMind's pseudocode defines that this package implements under the same name
+# (read off the pseudocode, revision 2, by hand; its `Action` and `Player` are ints here, its
+# `visit_softmax_temperature_fn` a method of MuZeroConfig, its `muzero` and `launch_job` the
+# builder and the CLI). docs/pseudocode.md says that each is importable from `muzero`.
+PSEUDOCODE_NAMES = (
+    "MuZeroConfig", "KnownBounds", "MinMaxStats", "Node", "ActionHistory", "Environment", "Game",
+    "ReplayBuffer", "NetworkOutput", "Network", "SharedStorage", "make_uniform_network",
+    "play_game", "run_mcts", "select_action", "select_child", "ucb_score", "expand_node",
+    "backpropagate", "add_exploration_noise", "softmax_sample", "train_network",
+    "update_weights", "scale_gradient", "scalar_loss",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PSEUDOCODE_NAMES)
+def test_pseudocode_names_import_from_the_package(name):
+    import muzero
+
+    assert name in muzero.__all__
+    assert getattr(muzero, name).__name__ == name
