@@ -295,8 +295,9 @@ def test_bad_game_settings_exit_2_with_one_line(tmp_path, override, fragment):
 
 # The names DeepMind's pseudocode defines that this package implements under the same name
 # (read off the pseudocode, revision 2, by hand; its `Action` and `Player` are ints here, its
-# `visit_softmax_temperature_fn` a method of MuZeroConfig, its `muzero` and `launch_job` the
-# builder and the CLI). docs/pseudocode.md says that each is importable from `muzero`.
+# `visit_softmax_temperature_fn` a method of MuZeroConfig, its `run_selfplay` the self-play
+# sources of muzero/runner.py, its `muzero` and `launch_job` the builder and the CLI).
+# docs/pseudocode.md says that each is importable from `muzero`.
 PSEUDOCODE_NAMES = (
     "MuZeroConfig", "KnownBounds", "MinMaxStats", "Node", "ActionHistory", "Environment", "Game",
     "ReplayBuffer", "NetworkOutput", "Network", "SharedStorage", "make_uniform_network",
